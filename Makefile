@@ -1,0 +1,32 @@
+# make run  — create the environment if missing, install, `dvc repro` the embedded default (demo data, bundled MiniLM)
+# make test — create the environment if missing, install, run the default test tier (what CI runs)
+VENV   ?= .venv
+PYTHON ?= python3
+STAMP  := $(VENV)/.installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test test-slow env clean-env
+
+env: $(STAMP)
+
+# torch first, pinned: an unpinned torch would pull several GB of CUDA wheels.
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --disable-pip-version-check -q torch==2.13.0
+	$(VENV)/bin/pip install --disable-pip-version-check -q -e ".[dev]"
+	touch $@
+
+run: $(STAMP)
+	dvc repro
+	@echo
+	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"
+
+test: $(STAMP)
+	pytest -q
+
+test-slow: $(STAMP)
+	pytest -q -m slow
+
+clean-env:
+	rm -rf $(VENV)

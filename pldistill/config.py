@@ -1,0 +1,193 @@
+"""One typed configuration, loaded from params.yaml and validated before any heavy work.
+
+Every section is a pydantic model with ``extra="forbid"``: an unknown or misspelt key stops the run
+with a message naming the key, and a bad value names the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAMED_DATASETS = ("demo", "stsb")
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+RECIPES = ("augsbert",)
+STRATEGIES = ("none", "bm25")
+
+
+class ConfigError(ValueError):
+    """params.yaml is missing, unreadable or invalid; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SplitParams(_Section):
+    dev: float = Field(0.1, gt=0, lt=0.5)
+    test: float = Field(0.1, gt=0, lt=0.5)
+
+
+class DataParams(_Section):
+    dataset: str = "demo"
+    source: str | None = None
+    task: Literal["regression", "classification"] | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+    score_range: tuple[float, float] | None = None
+    split: SplitParams = SplitParams()
+    max_train: int | None = Field(None, gt=0)
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str) -> str:
+        if v in NAMED_DATASETS or v.lower().endswith(TABLE_SUFFIXES):
+            return v
+        raise ValueError(
+            f"expected one of {', '.join(NAMED_DATASETS)} or a path ending in "
+            f"{', '.join(TABLE_SUFFIXES)}; found {v!r}"
+        )
+
+    @field_validator("columns")
+    @classmethod
+    def _known_columns(cls, v: dict[str, str]) -> dict[str, str]:
+        allowed = {"sentence1", "sentence2", "score", "split"}
+        bad = sorted(set(v) - allowed)
+        if bad:
+            raise ValueError(
+                f"maps our column names to yours; keys must be among {sorted(allowed)}, found {bad}"
+            )
+        return v
+
+    @field_validator("score_range")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not v[0] < v[1]:
+            raise ValueError(f"expected [low, high] with low < high; found {list(v)}")
+        return v
+
+    @property
+    def name(self) -> str:
+        """Folder name under data/raw/: the dataset's name, or a path's file stem."""
+        if self.dataset in NAMED_DATASETS:
+            return self.dataset
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
+
+
+class AugmentParams(_Section):
+    min_chars: int = Field(4, ge=1)
+    unicode_form: Literal["NFC", "NFKC"] = "NFKC"
+
+
+class BM25Params(_Section):
+    k1: float = Field(1.5, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+    epsilon: float = Field(0.25, ge=0)
+
+
+class SampleParams(_Section):
+    strategy: str = "bm25"
+    top_k: int = Field(3, ge=1, le=100)
+    query_chunk: int = Field(512, ge=1)
+    bm25: BM25Params = BM25Params()
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        if v not in STRATEGIES:
+            raise ValueError(f"expected one of {', '.join(STRATEGIES)}; found {v!r}")
+        return v
+
+
+# bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
+# amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
+Bf16 = Literal["auto"] | bool
+
+
+class TrainParams(_Section):
+    """How one model (teacher or student) is initialised and trained."""
+
+    model: str = "bundled:all-MiniLM-L6-v2"
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(2e-5, gt=0)
+    warmup: float = Field(0.1, ge=0, lt=1)
+    weight_decay: float = Field(0.01, ge=0)
+    max_length: int = Field(128, ge=8)
+    evals_per_epoch: int = Field(4, ge=1)
+    bf16: Bf16 = False
+    trust_remote_code: bool = False
+
+
+class LabelParams(_Section):
+    batch_size: int = Field(64, ge=1)
+    bf16: Bf16 = "auto"
+
+
+class EvaluateParams(_Section):
+    batch_size: int = Field(64, ge=1)
+    bf16: Bf16 = "auto"
+
+
+class Params(_Section):
+    seed: int = 42
+    cycles: int = Field(1, ge=1)
+    recipe: str = "augsbert"
+    data: DataParams = DataParams()
+    augment: AugmentParams = AugmentParams()
+    sample: SampleParams = SampleParams()
+    teacher: TrainParams = TrainParams()
+    label: LabelParams = LabelParams()
+    student: TrainParams = TrainParams()
+    evaluate: EvaluateParams = EvaluateParams()
+
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, v: str) -> str:
+        if v not in RECIPES:
+            raise ValueError(f"expected one of {', '.join(RECIPES)}; found {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _recipe_cycles(self) -> Params:
+        if self.recipe == "augsbert" and self.cycles != 1:
+            raise ValueError(
+                f"recipe augsbert labels once and trains once, so cycles must be 1; found {self.cycles}"
+            )
+        return self
+
+
+def _describe(err: ValidationError, path: Path) -> str:
+    lines = [f"{path}: {err.error_count()} problem(s) in params"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  - {key}: unknown key; check its spelling against README's params table")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  - {key}: {msg} (found {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:
+    """Validate a params mapping; raise ConfigError naming every bad key."""
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, Path(path))) from None
+
+
+def load_params(path: Path | str = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found (run from the project root)")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, found {type(raw).__name__}")
+    return parse_params(raw, path)

@@ -1,0 +1,77 @@
+"""Atomic writes: every file the pipeline produces is written whole or not at all.
+
+Each writer puts its bytes into a temporary sibling and renames it into place; a crash leaves either
+the old file or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path | str) -> Iterator[Path]:
+    """Yield an empty temporary directory; it replaces ``path`` (a directory) once the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = path.with_name(f".{path.name}.old")
+    try:
+        yield tmp
+        shutil.rmtree(old, ignore_errors=True)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json(path: Path | str, obj: object) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def write_parquet(path: Path | str, table: pa.Table) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_csv_rows(path: Path | str, header: list[str], rows: list[list]) -> None:
+    """A small CSV for `dvc plots` (no quoting needed: numbers and simple names only)."""
+    with atomic_path(path) as tmp:
+        lines = [",".join(header)] + [",".join(str(v) for v in r) for r in rows]
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+def sha256_file(path: Path | str, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,43 @@
+"""What every stage does the same way: seeding, the command line, clear errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pldistill.config import ConfigError, Params, load_params
+from pldistill.datasets import DataError
+from pldistill.models import ModelError
+from pldistill.schemas import SchemaError
+
+USER_ERRORS = (ConfigError, DataError, ModelError, SchemaError, FileNotFoundError)
+
+
+def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:
+    """Seed torch's global RNG (weight init, dropout) and return explicit generators for the rest."""
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed), torch.Generator().manual_seed(seed)
+
+
+def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None) -> dict:
+    """Parse ``--params`` and one ``--<path>`` option per name in ``paths``, run ``fn``, print its report."""
+    ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
+    ap.add_argument("--params", default="params.yaml", type=Path)
+    for name in paths:
+        ap.add_argument(f"--{name.replace('_', '-')}", required=True, type=Path, dest=name)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        params: Params = load_params(args.params)
+        report = fn(params, **{name: getattr(args, name) for name in paths})
+    except USER_ERRORS as err:
+        sys.exit(f"error: {err}")
+    print(json.dumps(report, indent=2))
+    return report

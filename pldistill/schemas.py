@@ -1,0 +1,84 @@
+"""Parquet schemas of every artifact passed between stages, and checked reads/writes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pldistill.io import write_parquet
+
+# Gold pairs: data/raw/<dataset>/{train,dev,test}.parquet and data/clean/{train,dev,test}.parquet.
+# Regression scores are scaled to [0, 1]; classification labels are 0/1.
+PAIRS = pa.schema(
+    [
+        pa.field("sentence1", pa.string(), nullable=False),
+        pa.field("sentence2", pa.string(), nullable=False),
+        pa.field("score", pa.float64(), nullable=False),
+    ]
+)
+
+# Candidate pairs: data/pairs/candidates.parquet. `strategy` names what found the pair
+# ("bm25", or several joined by "+" when more than one strategy found it).
+CANDIDATES = pa.schema(
+    [
+        pa.field("sentence1", pa.string(), nullable=False),
+        pa.field("sentence2", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+    ]
+)
+
+# Pseudo-labels: data/pseudo/cycle-NN.parquet. `score` in [0, 1]; `logit` is the teacher's raw
+# output before the sigmoid (null for labellers without one, e.g. a bi-encoder's cosine).
+PSEUDO = pa.schema(
+    [
+        pa.field("sentence1", pa.string(), nullable=False),
+        pa.field("sentence2", pa.string(), nullable=False),
+        pa.field("score", pa.float64(), nullable=False),
+        pa.field("logit", pa.float64(), nullable=True),
+        pa.field("labeller", pa.string(), nullable=False),
+        pa.field("cycle", pa.int32(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+    ]
+)
+
+
+class SchemaError(ValueError):
+    """An artifact does not match the schema the next stage expects."""
+
+
+def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
+    """Read a Parquet artifact, check it against ``schema`` and return its columns in schema order."""
+    path = Path(path)
+    if not path.is_file():
+        raise SchemaError(f"{path}: file not found; run the stage that writes it (`dvc repro`)")
+    table = pq.read_table(path)
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise SchemaError(
+            f"{path}: expected columns {schema.names}; missing {missing} (found {table.column_names})"
+        )
+    for field in schema:
+        col = table.column(field.name)
+        if not col.type.equals(field.type):
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise SchemaError(
+                    f"{path}: column {field.name!r} should be {field.type}, found {col.type}"
+                ) from None
+            table = table.set_column(table.column_names.index(field.name), field.name, col)
+        if not field.nullable and col.null_count:
+            raise SchemaError(f"{path}: column {field.name!r} has {col.null_count} null value(s)")
+    return table.select(schema.names).to_pandas()
+
+
+def write(path: Path | str, df: pd.DataFrame, schema: pa.Schema) -> None:
+    """Write ``df`` atomically with exactly ``schema``'s columns and types."""
+    missing = [n for n in schema.names if n not in df.columns]
+    if missing:
+        raise SchemaError(f"{path}: cannot write, columns {missing} missing from the frame")
+    table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+    write_parquet(path, table)

@@ -1,0 +1,110 @@
+"""One training loop for every model: AdamW, linear warm-up/decay, dev-score checkpoint selection."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from pldistill.config import TrainParams
+from pldistill.models import autocast
+
+# (sentence1 batch, sentence2 batch, target batch) -> scalar loss
+BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class FitResult:
+    best_dev: float
+    best_step: int
+    steps: int
+    seconds: float
+    curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
+
+    def summary(self) -> dict:
+        return {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
+                "train_seconds": round(self.seconds, 1)}
+
+
+def _optimizer(module: torch.nn.Module, params: TrainParams) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in module.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)  # no decay on biases and LayerNorm weights
+    groups = [{"params": decay, "weight_decay": params.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=params.lr)
+
+
+def fit(
+    module: torch.nn.Module,
+    batch_loss: BatchLoss,
+    s1: list[str],
+    s2: list[str],
+    target: np.ndarray,
+    dev_score: Callable[[], float],
+    params: TrainParams,
+    generator: torch.Generator,
+    desc: str = "train",
+) -> FitResult:
+    """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score.
+
+    The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
+    the end; the start counts as a checkpoint, so training can never select something worse on dev.
+    """
+    n = len(target)
+    if n == 0:
+        raise ValueError(f"{desc}: no training pairs")
+    y = torch.as_tensor(np.asarray(target, dtype=np.float32))
+    per_epoch = math.ceil(n / params.batch_size)
+    total = per_epoch * params.epochs
+    eval_steps = {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
+                  for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+    opt = _optimizer(module, params)
+    sched = get_linear_schedule_with_warmup(opt, int(params.warmup * total), total)
+
+    t0 = time.perf_counter()
+    curve: list[dict] = []
+    best = {"dev": -math.inf, "step": 0, "state": None}
+    running: list[float] = []
+
+    def evaluate(step: int) -> None:
+        module.eval()
+        dev = float(dev_score())
+        curve.append({"step": step, "epoch": round(step / per_epoch, 3),
+                      "loss": round(float(np.mean(running)), 5) if running else None, "dev": dev})
+        running.clear()
+        if dev > best["dev"]:
+            best.update(dev=dev, step=step, state={k: v.detach().clone() for k, v in module.state_dict().items()})
+
+    evaluate(0)
+    step = 0
+    bar = tqdm(total=total, desc=desc, unit="step", mininterval=2)
+    for _ in range(params.epochs):
+        order = torch.randperm(n, generator=generator).tolist()
+        for i in range(per_epoch):
+            idx = order[i * params.batch_size : (i + 1) * params.batch_size]
+            module.train()
+            with autocast(params.bf16):
+                loss = batch_loss([s1[j] for j in idx], [s2[j] for j in idx], y[idx])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            running.append(loss.item())
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.4f}", best_dev=f"{best['dev']:.2f}", refresh=False)
+            if step in eval_steps:
+                evaluate(step)
+    bar.close()
+    module.load_state_dict(best["state"])
+    module.eval()
+    return FitResult(best_dev=best["dev"], best_step=best["step"], steps=step,
+                     seconds=time.perf_counter() - t0, curve=curve)

@@ -1,0 +1,78 @@
+"""distill: the teacher labels the candidate pairs (one cycle), then the bi-encoder student learns
+from gold + silver; writes data/pseudo/cycle-01.parquet, models/bi and models/cross."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pldistill import schemas
+from pldistill.config import Params
+from pldistill.io import atomic_dir, write_csv_rows, write_json
+from pldistill.metrics import correlation
+from pldistill.models import BiEncoder, CrossModel
+from pldistill.runtime import run_stage, seed_all
+from pldistill.training import fit
+
+
+def label(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str) -> pd.DataFrame:
+    """The teacher's logit and sigmoid score for every candidate pair."""
+    logits = teacher.logits(pairs["sentence1"], pairs["sentence2"], params.label.batch_size, params.label.bf16,
+                            progress=True).astype(np.float64)
+    out = pairs.copy()
+    out["logit"] = logits
+    out["score"] = 1 / (1 + np.exp(-logits))
+    out["labeller"] = labeller
+    out["cycle"] = cycle
+    return out
+
+
+def distill(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
+            report: Path, curve: Path) -> dict:
+    """Label, then train the student bi-encoder with a cosine-similarity MSE on gold + silver."""
+    _, gen = seed_all(params.seed)
+    gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
+    cands = schemas.read(pairs / "candidates.parquet", schemas.CANDIDATES)
+
+    cycle = 1
+    t0 = time.perf_counter()
+    silver = pd.DataFrame(columns=schemas.PSEUDO.names)
+    if len(cands):
+        teacher_model = CrossModel.load(str(teacher), params.teacher.max_length, params.teacher.trust_remote_code)
+        silver = label(teacher_model, cands, params, cycle, f"cross:{params.teacher.model}")
+    label_seconds = time.perf_counter() - t0
+    schemas.write(pseudo / f"cycle-{cycle:02d}.parquet", silver, schemas.PSEUDO)
+
+    sp = params.student
+    student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    s1 = [*gold["sentence1"], *silver["sentence1"]]
+    s2 = [*gold["sentence2"], *silver["sentence2"]]
+    y = [*gold["score"], *silver["score"]]
+
+    def dev_spearman() -> float:
+        pred = student.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
+        return correlation(pred, dev["score"])["spearman"]
+
+    res = fit(student.module, student.cosine_mse_loss, s1, s2, y, dev_spearman, sp, gen, desc="student")
+    student.save(bi)
+    with atomic_dir(cross) as tmp:  # the teacher is this recipe's selected cross-encoder
+        shutil.copytree(teacher, tmp, dirs_exist_ok=True)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in res.curve])
+    result = {
+        "cycle": cycle, "gold_pairs": len(gold), "silver_pairs": len(silver),
+        "label_seconds": round(label_seconds, 1),
+        "label_pairs_per_s": round(len(silver) / label_seconds, 1) if len(silver) else None,
+        "silver_score_mean": round(float(silver["score"].mean()), 4) if len(silver) else None,
+        **res.summary(),
+    }
+    write_json(report, result)
+    return result
+
+
+if __name__ == "__main__":
+    run_stage(distill, ["clean", "pairs", "teacher", "pseudo", "bi", "cross", "report", "curve"])

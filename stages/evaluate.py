@@ -1,0 +1,42 @@
+"""evaluate: Spearman/Pearson x100 on dev and test for the student, the teacher and the baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pldistill import schemas
+from pldistill.config import Params
+from pldistill.io import write_csv_rows, write_json
+from pldistill.metrics import correlation, jaccard
+from pldistill.models import BiEncoder, CrossModel
+from pldistill.runtime import run_stage
+
+
+def evaluate(params: Params, clean: Path, bi: Path, cross: Path, out: Path, predictions: Path) -> dict:
+    """Write metrics/eval.json ({"bi", "cross", "baseline": {"bi", "jaccard"}}) and test predictions for plots."""
+    ep = params.evaluate
+    splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    models = {
+        "bi": BiEncoder.load(str(bi), params.student.max_length),
+        "cross": CrossModel.load(str(cross), params.teacher.max_length),
+        "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code),
+    }
+    preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
+                    for s, df in splits.items()} for name, m in models.items()}
+    preds["jaccard"] = {s: jaccard(df["sentence1"], df["sentence2"]) for s, df in splits.items()}
+
+    def block(name: str) -> dict:
+        return {s: correlation(preds[name][s], df["score"]) for s, df in splits.items()}
+
+    result = {"bi": block("bi"), "cross": block("cross"),
+              "baseline": {"bi": block("start"), "jaccard": block("jaccard")}}
+    write_json(out, result)
+    test = splits["test"]
+    write_csv_rows(predictions, ["gold", "bi", "cross", "start"],
+                   [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start"))]
+                    for i, g in enumerate(test["score"])])
+    return result
+
+
+if __name__ == "__main__":
+    run_stage(evaluate, ["clean", "bi", "cross", "out", "predictions"])

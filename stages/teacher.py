@@ -1,0 +1,41 @@
+"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pldistill import schemas
+from pldistill.config import Params
+from pldistill.io import write_csv_rows, write_json
+from pldistill.metrics import correlation
+from pldistill.models import CrossModel
+from pldistill.runtime import run_stage, seed_all
+from pldistill.training import fit
+
+
+def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
+    """Train the Augmented-SBERT teacher: a cross-encoder with soft BCE on scores in [0, 1]."""
+    _, gen = seed_all(params.seed)
+    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
+    tp = params.teacher
+    model = CrossModel.load(tp.model, tp.max_length, tp.trust_remote_code)
+    # Both orders: a cross-encoder sees "a [SEP] b" and "b [SEP] a" as different inputs.
+    s1 = [*train["sentence1"], *train["sentence2"]]
+    s2 = [*train["sentence2"], *train["sentence1"]]
+    y = [*train["score"], *train["score"]]
+
+    def dev_spearman() -> float:
+        pred = model.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
+        return correlation(pred, dev["score"])["spearman"]
+
+    res = fit(model.module, model.soft_bce_loss, s1, s2, y, dev_spearman, tp, gen, desc="teacher")
+    model.save(out)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in res.curve])
+    result = {"model": tp.model, "train_pairs": len(s1), **res.summary()}
+    write_json(report, result)
+    return result
+
+
+if __name__ == "__main__":
+    run_stage(teacher, ["clean", "out", "report", "curve"])
