@@ -23,6 +23,13 @@ class ConfigError(ValueError):
     """params.yaml is missing, unreadable or invalid; the message names the key."""
 
 
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    # Plain str + this check (not Literal) so the message lists the values we accept today.
+    if value not in allowed:
+        raise ValueError(f"expected one of {', '.join(allowed)}; found {value!r}")
+    return value
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -91,15 +98,10 @@ class BM25Params(_Section):
 class SampleParams(_Section):
     strategy: str = "bm25"
     top_k: int = Field(3, ge=1, le=100)
-    query_chunk: int = Field(512, ge=1)
+    query_chunk: int = Field(256, ge=1)
     bm25: BM25Params = BM25Params()
 
-    @field_validator("strategy")
-    @classmethod
-    def _known_strategy(cls, v: str) -> str:
-        if v not in STRATEGIES:
-            raise ValueError(f"expected one of {', '.join(STRATEGIES)}; found {v!r}")
-        return v
+    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, STRATEGIES))
 
 
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
@@ -144,12 +146,7 @@ class Params(_Section):
     student: TrainParams = TrainParams()
     evaluate: EvaluateParams = EvaluateParams()
 
-    @field_validator("recipe")
-    @classmethod
-    def _known_recipe(cls, v: str) -> str:
-        if v not in RECIPES:
-            raise ValueError(f"expected one of {', '.join(RECIPES)}; found {v!r}")
-        return v
+    _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:

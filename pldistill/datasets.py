@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import tarfile
+import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from pldistill.config import DataParams
 from pldistill.io import atomic_path, sha256_file
@@ -72,8 +74,15 @@ def _fetch(url: str, sha256: str) -> Path:
     if not dest.is_file() or sha256_file(dest) != sha256:
         print(f"downloading {url} -> {dest}")
         try:
-            with urllib.request.urlopen(url, timeout=60) as resp, atomic_path(dest) as tmp:
-                tmp.write_bytes(resp.read())
+            with urllib.request.urlopen(url, timeout=60) as resp, atomic_path(dest) as tmp, tmp.open("wb") as out:
+                total = int(resp.headers.get("Content-Length") or 0) or None
+                with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
+                    while block := resp.read(1 << 16):
+                        out.write(block)
+                        bar.update(len(block))
+            if (got := sha256_file(dest)) != sha256:
+                dest.unlink()
+                raise DataError(f"{url}: downloaded file has sha256 {got}, expected the pinned {sha256}")
         except OSError as err:
             raise DataError(
                 f"could not download {url}: {err}. Offline? Point data.source at a local copy "

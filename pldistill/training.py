@@ -6,14 +6,19 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from pldistill.config import TrainParams
-from pldistill.models import autocast
+import pandas as pd
+
+from pldistill.config import EvaluateParams, TrainParams
+from pldistill.io import write_csv_rows
+from pldistill.metrics import correlation
+from pldistill.models import BiEncoder, CrossModel, autocast
 
 # (sentence1 batch, sentence2 batch, target batch) -> scalar loss
 BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]
@@ -27,9 +32,23 @@ class FitResult:
     seconds: float
     curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
 
+    def write_curve(self, path: Path | str) -> None:
+        """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
+        write_csv_rows(path, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in self.curve])
+
     def summary(self) -> dict:
         return {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
                 "train_seconds": round(self.seconds, 1)}
+
+
+def dev_spearman(model: BiEncoder | CrossModel, dev: pd.DataFrame, params: EvaluateParams) -> Callable[[], float]:
+    """A checkpoint-selection score: the model's Spearman x100 on the dev pairs."""
+
+    def score() -> float:
+        pred = model.score(dev["sentence1"], dev["sentence2"], params.batch_size, params.bf16)
+        return correlation(pred, dev["score"])["spearman"]
+
+    return score
 
 
 def _optimizer(module: torch.nn.Module, params: TrainParams) -> torch.optim.Optimizer:

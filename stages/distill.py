@@ -12,11 +12,10 @@ import pandas as pd
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_csv_rows, write_json
-from pldistill.metrics import correlation
+from pldistill.io import atomic_dir, write_json
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
-from pldistill.training import fit
+from pldistill.training import dev_spearman, fit
 
 
 def label(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str) -> pd.DataFrame:
@@ -53,16 +52,12 @@ def distill(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Pat
     s1 = [*gold["sentence1"], *silver["sentence1"]]
     s2 = [*gold["sentence2"], *silver["sentence2"]]
     y = [*gold["score"], *silver["score"]]
-
-    def dev_spearman() -> float:
-        pred = student.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
-        return correlation(pred, dev["score"])["spearman"]
-
-    res = fit(student.module, student.cosine_mse_loss, s1, s2, y, dev_spearman, sp, gen, desc="student")
+    res = fit(student.module, student.cosine_mse_loss, s1, s2, y, dev_spearman(student, dev, params.evaluate), sp, gen,
+              desc="student")
     student.save(bi)
     with atomic_dir(cross) as tmp:  # the teacher is this recipe's selected cross-encoder
         shutil.copytree(teacher, tmp, dirs_exist_ok=True)
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in res.curve])
+    res.write_curve(curve)
     result = {
         "cycle": cycle, "gold_pairs": len(gold), "silver_pairs": len(silver),
         "label_seconds": round(label_seconds, 1),

@@ -6,11 +6,10 @@ from pathlib import Path
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.io import write_csv_rows, write_json
-from pldistill.metrics import correlation
+from pldistill.io import write_json
 from pldistill.models import CrossModel
 from pldistill.runtime import run_stage, seed_all
-from pldistill.training import fit
+from pldistill.training import dev_spearman, fit
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
@@ -24,14 +23,10 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     s1 = [*train["sentence1"], *train["sentence2"]]
     s2 = [*train["sentence2"], *train["sentence1"]]
     y = [*train["score"], *train["score"]]
-
-    def dev_spearman() -> float:
-        pred = model.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
-        return correlation(pred, dev["score"])["spearman"]
-
-    res = fit(model.module, model.soft_bce_loss, s1, s2, y, dev_spearman, tp, gen, desc="teacher")
+    res = fit(model.module, model.soft_bce_loss, s1, s2, y, dev_spearman(model, dev, params.evaluate), tp, gen,
+              desc="teacher")
     model.save(out)
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in res.curve])
+    res.write_curve(curve)
     result = {"model": tp.model, "train_pairs": len(s1), **res.summary()}
     write_json(report, result)
     return result

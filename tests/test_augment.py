@@ -1,0 +1,37 @@
+import pandas as pd
+
+from pldistill import schemas
+from pldistill.cleaning import clean_train, normalise
+from pldistill.config import parse_params
+from stages.augment import augment
+
+
+def test_normalise():
+    assert normalise("  Ｈｅｌｌｏ\u00a0 world!!!  ") == "Hello world!"
+    assert normalise("Wait.... what??") == "Wait... what?"
+    assert normalise("tab\there\nnew\u200bline") == "tab here new line"
+    assert normalise("a -- b") == "a - b"
+
+
+def test_clean_train_counts_each_reason():
+    df = pd.DataFrame({
+        "sentence1": ["A cat sits.", "   ", "ok", "a cat sits.", "Dogs bark loudly.", "Birds sing."],
+        "sentence2": ["A dog runs.", "x y z w", "fine sentence", "A DOG RUNS.", "Dogs bark loudly!!!", "Fish swim."],
+        "score": [0.2, 0.5, 0.5, 0.3, 1.0, 0.1],
+    })
+    kept, dropped = clean_train(df, min_chars=4)
+    assert dict(dropped) == {"empty": 1, "too_short": 1, "duplicate": 1}
+    assert list(kept["sentence2"]) == ["A dog runs.", "Dogs bark loudly!", "Fish swim."]
+    assert len(kept) + sum(dropped.values()) == len(df)
+
+
+def test_augment_stage_keeps_dev_and_test_rows(tmp_path):
+    raw = tmp_path / "raw" / "demo"
+    bad = pd.DataFrame({"sentence1": ["x", "A  normal sentence"], "sentence2": ["y", "Another one"], "score": [0.0, 1.0]})
+    for split in ("train", "dev", "test"):
+        schemas.write(raw / f"{split}.parquet", bad, schemas.PAIRS)
+    report = augment(parse_params({}), tmp_path / "raw", tmp_path / "clean", tmp_path / "r.json")
+    assert report["rows_out"] == {"train": 1, "dev": 2, "test": 2}
+    assert report["dropped"]["too_short"] == 1
+    dev = schemas.read(tmp_path / "clean" / "dev.parquet", schemas.PAIRS)
+    assert dev.loc[1, "sentence1"] == "A normal sentence"

@@ -1,0 +1,48 @@
+import pytest
+
+from pldistill.config import ConfigError, load_params, parse_params
+from tests.conftest import ROOT
+
+
+def test_shipped_params_are_valid():
+    p = load_params(ROOT / "params.yaml")
+    assert p.recipe == "augsbert" and p.cycles == 1 and p.sample.strategy == "bm25"
+    assert p.data.name == "demo"
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"sample\.topk: unknown key"):
+        parse_params({"sample": {"topk": 3}})
+
+
+def test_bad_value_names_key_and_allowed_values():
+    with pytest.raises(ConfigError, match=r"sample\.strategy: expected one of none, bm25; found 'bm52'"):
+        parse_params({"sample": {"strategy": "bm52"}})
+    with pytest.raises(ConfigError, match=r"data\.dataset: expected one of demo, stsb or a path"):
+        parse_params({"data": {"dataset": "imagenet"}})
+    with pytest.raises(ConfigError, match=r"teacher\.lr"):
+        parse_params({"teacher": {"lr": -1}})
+
+
+def test_augsbert_needs_one_cycle():
+    with pytest.raises(ConfigError, match="cycles must be 1"):
+        parse_params({"cycles": 5})
+
+
+def test_path_dataset_name_and_columns():
+    p = parse_params({"data": {"dataset": "some/dir/My Pairs.csv", "columns": {"sentence1": "q1"}}})
+    assert p.data.name == "My_Pairs"
+    with pytest.raises(ConfigError, match="data.columns"):
+        parse_params({"data": {"columns": {"text": "q1"}}})
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_params(tmp_path / "nope.yaml")
+    bad = tmp_path / "params.yaml"
+    bad.write_text("seed: [1\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_params(bad)
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_params(bad)

@@ -1,0 +1,59 @@
+"""Slow tier: the real `dvc repro` / `dvc exp run` on a copy of the project, with the tiny model."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def sh(cmd: str, cwd: Path) -> str:
+    env_bin = str(Path(sys.executable).parent)
+    proc = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True,
+                          env={"PATH": f"{env_bin}:/usr/bin:/bin", "HOME": str(cwd), "TOKENIZERS_PARALLELISM": "false"})
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def project(tmp_path, tiny_model_dir):
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, tmp_path / rel)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    tiny = {"model": str(tiny_model_dir), "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32}
+    params["teacher"].update(tiny)
+    params["student"].update(tiny)
+    params["data"]["max_train"] = 60
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for f in ("dvc.lock",):
+        (tmp_path / f).unlink(missing_ok=True)
+    for f in (tmp_path / "metrics").rglob("*"):
+        f.unlink() if f.is_file() else None
+    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", tmp_path)
+    return tmp_path
+
+
+def test_repro_is_cached_and_exp_reruns_from_sample(project):
+    out = sh("dvc repro", project)
+    for stage in ("download", "augment", "sample", "teacher", "distill", "evaluate"):
+        assert f"Running stage '{stage}'" in out
+    assert (project / "metrics/eval.json").is_file()
+    assert "Running stage" not in sh("dvc repro", project)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
+
+    out = sh("dvc exp run -S sample.top_k=5", project)
+    ran = {s for s in ("download", "augment", "sample", "teacher", "distill", "evaluate") if f"Running stage '{s}'" in out}
+    assert ran == {"sample", "distill", "evaluate"}, out[-2000:]
+    diff = sh("dvc metrics diff", project)
+    assert "metrics/sample.json" in diff
+    shown = sh("dvc exp show --no-pager --md", project)
+    assert "sample.top_k" in shown or "top_k" in shown
