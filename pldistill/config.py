@@ -17,6 +17,8 @@ NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 RECIPES = ("augsbert",)
 STRATEGIES = ("none", "bm25")
+TASKS = ("regression",)  # classification arrives with its metrics
+BUNDLED_MODELS = ("all-MiniLM-L6-v2",)  # `bundled:<name>`; weights and sha256 in pldistill.models
 
 
 class ConfigError(ValueError):
@@ -42,7 +44,7 @@ class SplitParams(_Section):
 class DataParams(_Section):
     dataset: str = "demo"
     source: str | None = None
-    task: Literal["regression", "classification"] | None = None
+    task: str | None = None
     columns: dict[str, str] = Field(default_factory=dict)
     score_range: tuple[float, float] | None = None
     split: SplitParams = SplitParams()
@@ -58,6 +60,8 @@ class DataParams(_Section):
             f"{', '.join(TABLE_SUFFIXES)}; found {v!r}"
         )
 
+    _known_task = field_validator("task")(lambda v: v if v is None else _one_of(v, TASKS))
+
     @field_validator("columns")
     @classmethod
     def _known_columns(cls, v: dict[str, str]) -> dict[str, str]:
@@ -67,6 +71,8 @@ class DataParams(_Section):
             raise ValueError(
                 f"maps our column names to yours; keys must be among {sorted(allowed)}, found {bad}"
             )
+        if len(set(v.values())) < len(v):
+            raise ValueError(f"maps two of our columns to the same column of yours: {v}")
         return v
 
     @field_validator("score_range")
@@ -106,7 +112,13 @@ class SampleParams(_Section):
 
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
 # amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
-Bf16 = Literal["auto"] | bool
+Bf16 = Literal["auto", True, False]
+
+
+def _model_spec(v: str) -> str:
+    if v.startswith("bundled:") and v.removeprefix("bundled:") not in BUNDLED_MODELS:
+        raise ValueError(f"expected bundled:<name> with name one of {', '.join(BUNDLED_MODELS)}; found {v!r}")
+    return v
 
 
 class TrainParams(_Section):
@@ -123,6 +135,8 @@ class TrainParams(_Section):
     bf16: Bf16 = False
     trust_remote_code: bool = False
 
+    _known_model = field_validator("model")(_model_spec)
+
 
 class LabelParams(_Section):
     batch_size: int = Field(64, ge=1)
@@ -135,7 +149,7 @@ class EvaluateParams(_Section):
 
 
 class Params(_Section):
-    seed: int = 42
+    seed: int = Field(42, ge=0)
     cycles: int = Field(1, ge=1)
     recipe: str = "augsbert"
     data: DataParams = DataParams()
@@ -157,15 +171,28 @@ class Params(_Section):
         return self
 
 
+def _allowed_keys(loc: tuple) -> list[str]:
+    """The keys allowed beside the last element of ``loc`` (walking the section models)."""
+    model: type[BaseModel] = Params
+    for part in loc[:-1]:
+        ann = model.model_fields[part].annotation
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
 def _describe(err: ValidationError, path: Path) -> str:
     lines = [f"{path}: {err.error_count()} problem(s) in params"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         if e["type"] == "extra_forbidden":
-            lines.append(f"  - {key}: unknown key; check its spelling against README's params table")
+            allowed = ", ".join(_allowed_keys(e["loc"]))
+            lines.append(f"  - {key}: unknown key; allowed here: {allowed}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {key}: {msg} (found {e.get('input')!r})")
+            found = "" if "found" in msg else f" (found {e.get('input')!r})"
+            lines.append(f"  - {key}: {msg}{found}")
     return "\n".join(lines)
 
 

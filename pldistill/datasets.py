@@ -7,6 +7,7 @@ score (scores scaled to [0, 1]) and the count of malformed rows dropped, by reas
 from __future__ import annotations
 
 import io
+import json
 import math
 import tarfile
 import urllib.error
@@ -145,22 +146,43 @@ def load_stsb(params: DataParams) -> Loaded:
 
 
 # --------------------------------------------------------------------------- tables by path
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path) -> tuple[pd.DataFrame, int]:
+    """The table and how many of its lines could not be parsed (skipped, to be counted by the caller)."""
     suffix = path.suffix.lower()
+    bad = 0
+
+    def skip(_fields: list[str]) -> None:
+        nonlocal bad
+        bad += 1  # a row with the wrong number of fields
+
     try:
         if suffix == ".parquet":
-            return pd.read_parquet(path)
+            return pd.read_parquet(path), 0
         if suffix == ".jsonl":
-            return pd.read_json(path, lines=True)
+            records = []
+            with path.open(encoding="utf-8") as f:
+                for line in f:
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        rec = None
+                    if isinstance(rec, dict):
+                        records.append(rec)
+                    else:
+                        bad += 1
+            return pd.DataFrame.from_records(records), bad
         sep = "\t" if suffix == ".tsv" else ","
         # QUOTE_NONE for tsv: sentences contain stray quotes that must not open a quoted field.
-        return pd.read_csv(path, sep=sep, quoting=3 if sep == "\t" else 0, dtype=str, keep_default_na=False)
-    except (ValueError, OSError, pd.errors.ParserError) as err:
+        df = pd.read_csv(path, sep=sep, quoting=3 if sep == "\t" else 0, dtype=str, keep_default_na=False,
+                         engine="python", on_bad_lines=skip)
+        return df, bad
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise DataError(f"{path}: could not read as {suffix[1:]} ({err})") from None
 
 
-def _split_by_seed(df: pd.DataFrame, params: DataParams, seed: int) -> dict[str, pd.DataFrame]:
-    rng = np.random.default_rng(seed)
+def _split_randomly(df: pd.DataFrame, params: DataParams, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
     order = rng.permutation(len(df))
     n_dev = max(1, math.floor(len(df) * params.split.dev))
     n_test = max(1, math.floor(len(df) * params.split.test))
@@ -168,10 +190,10 @@ def _split_by_seed(df: pd.DataFrame, params: DataParams, seed: int) -> dict[str,
     return {s: df.iloc[np.sort(parts[s])].reset_index(drop=True) for s in SPLITS}
 
 
-def load_table(path: Path, params: DataParams, seed: int, score_range: tuple[float, float] | None) -> Loaded:
+def load_table(path: Path, params: DataParams, rng: np.random.Generator, score_range: tuple[float, float] | None) -> Loaded:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    df = read_table(path)
+    df, unparseable = read_table(path)
     mapping = {"sentence1": "sentence1", "sentence2": "sentence2", "score": "score", "split": "split"}
     mapping.update(params.columns)
     need = [mapping[c] for c in ("sentence1", "sentence2", "score")]
@@ -180,7 +202,10 @@ def load_table(path: Path, params: DataParams, seed: int, score_range: tuple[flo
             f"{path}: expected columns {need}; found {list(df.columns)} — map yours with data.columns, "
             f"e.g. data.columns: {{sentence1: question1, sentence2: question2, score: label}}"
         )
-    df = df.rename(columns={v: k for k, v in mapping.items() if v in df.columns})
+    rename = {yours: ours for ours, yours in mapping.items() if yours in df.columns}
+    # A column of yours that has one of our names but is not the one mapped to it is set aside.
+    shadowed = [c for c in rename.values() if c in df.columns and c not in rename]
+    df = df.drop(columns=shadowed).rename(columns=rename)
     scores = pd.to_numeric(df["score"], errors="coerce").dropna()
     if scores.empty:
         raise DataError(f"{path}: column {mapping['score']!r} has no numeric values")
@@ -192,6 +217,8 @@ def load_table(path: Path, params: DataParams, seed: int, score_range: tuple[flo
             )
         score_range = (0.0, 1.0)
     dropped: Counter = Counter()
+    if unparseable:
+        dropped[f"{path.name}:unparseable_line"] = unparseable
     if "split" in df.columns:
         canon = df["split"].astype(str).str.strip().str.lower().map(_SPLIT_ALIASES)
         unknown = sorted(set(df.loc[canon.isna(), "split"].astype(str)))
@@ -200,23 +227,27 @@ def load_table(path: Path, params: DataParams, seed: int, score_range: tuple[flo
         splits = {s: _clean_rows(df[canon == s], *score_range, f"{path.name}[{s}]", dropped) for s in SPLITS}
     else:
         clean = _clean_rows(df, *score_range, path.name, dropped)
-        splits = _split_by_seed(clean, params, seed)
+        splits = _split_randomly(clean, params, rng)
     return Loaded(splits, dropped, str(path), sha256_file(path))
 
 
-def load_demo(params: DataParams, seed: int) -> Loaded:
+def load_demo(params: DataParams, rng: np.random.Generator) -> Loaded:
     path = Path(params.source) if params.source else DEMO_PATH
-    return load_table(path, params.model_copy(update={"columns": {}}), seed, (0.0, 5.0))
+    return load_table(path, params.model_copy(update={"columns": {}}), rng, (0.0, 5.0))
 
 
-def load(params: DataParams, seed: int) -> Loaded:
-    """Load the dataset named by ``params.dataset``; every split must keep at least one row."""
+def load(params: DataParams, rng: np.random.Generator | int) -> Loaded:
+    """Load the dataset named by ``params.dataset``; every split must keep at least one row.
+
+    ``rng`` (a generator, or a seed for one) splits a table that has no split column.
+    """
+    rng = np.random.default_rng(rng)  # returns a Generator as it is
     if params.dataset == "demo":
-        loaded = load_demo(params, seed)
+        loaded = load_demo(params, rng)
     elif params.dataset == "stsb":
         loaded = load_stsb(params)
     else:
-        loaded = load_table(Path(params.dataset), params, seed, params.score_range)
+        loaded = load_table(Path(params.dataset), params, rng, params.score_range)
     for split, df in loaded.splits.items():
         if df.empty:
             raise DataError(f"{loaded.source}: no valid rows left in split {split!r} (dropped: {dict(loaded.dropped)})")

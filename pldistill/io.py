@@ -19,6 +19,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds."""
@@ -29,20 +43,31 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are ordinary files
+        _fsync(tmp_path)  # the bytes are on disk before the name points at them
         os.replace(tmp_path, path)
+        _fsync(path.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
 def atomic_dir(path: Path | str) -> Iterator[Path]:
-    """Yield an empty temporary directory; it replaces ``path`` (a directory) once the block succeeds."""
+    """Yield an empty temporary directory; it replaces ``path`` (a directory) once the block succeeds.
+
+    Two renames (old out of the way, new in), so a crash between them leaves ``path`` missing and the
+    previous version at ``.<name>.old`` — never a half-written directory at ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     old = path.with_name(f".{path.name}.old")
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                _fsync(f)
         shutil.rmtree(old, ignore_errors=True)
         if path.exists():
             os.replace(path, old)

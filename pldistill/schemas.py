@@ -45,6 +45,14 @@ PSEUDO = pa.schema(
 )
 
 
+# File names inside the stage output folders that dvc.yaml names (data/pairs/, data/pseudo/).
+CANDIDATES_FILE = "candidates.parquet"
+
+
+def pseudo_file(cycle: int) -> str:
+    return f"cycle-{cycle:02d}.parquet"
+
+
 class SchemaError(ValueError):
     """An artifact does not match the schema the next stage expects."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pldistill import cleaning, schemas
 from pldistill.config import Params
-from pldistill.datasets import SPLITS
+from pldistill.datasets import SPLITS, DataError
 from pldistill.io import write_json
 from pldistill.runtime import run_stage
 
@@ -23,6 +23,9 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
         if split == "train":
             df, counts = cleaning.clean_train(df, params.augment.min_chars, params.augment.unicode_form)
             dropped = dict(counts)
+            if df.empty:
+                raise DataError(f"{src / 'train.parquet'}: cleaning dropped every training pair ({dropped}); "
+                                f"check the data or lower augment.min_chars")
         else:
             df = cleaning.normalise_pairs(df, params.augment.unicode_form)
         rows_out[split] = len(df)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_json
+from pldistill.io import atomic_dir, sha256_file, write_json
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.training import dev_spearman, fit
@@ -36,16 +36,19 @@ def distill(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Pat
     _, gen = seed_all(params.seed)
     gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
     dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
-    cands = schemas.read(pairs / "candidates.parquet", schemas.CANDIDATES)
+    cands = schemas.read(pairs / schemas.CANDIDATES_FILE, schemas.CANDIDATES)
 
     cycle = 1
-    t0 = time.perf_counter()
     silver = pd.DataFrame(columns=schemas.PSEUDO.names)
+    label_seconds = 0.0
     if len(cands):
         teacher_model = CrossModel.load(str(teacher), params.teacher.max_length, params.teacher.trust_remote_code)
-        silver = label(teacher_model, cands, params, cycle, f"cross:{params.teacher.model}")
-    label_seconds = time.perf_counter() - t0
-    schemas.write(pseudo / f"cycle-{cycle:02d}.parquet", silver, schemas.PSEUDO)
+        # Which teacher: its starting spec and the fine-tuned weights' hash (two teachers never share an id).
+        labeller = f"cross:{params.teacher.model}@{sha256_file(teacher / 'model.safetensors')[:12]}"
+        t0 = time.perf_counter()
+        silver = label(teacher_model, cands, params, cycle, labeller)
+        label_seconds = time.perf_counter() - t0
+    schemas.write(pseudo / schemas.pseudo_file(cycle), silver, schemas.PSEUDO)
 
     sp = params.student
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)

@@ -13,12 +13,12 @@ from pldistill.runtime import run_stage, seed_all
 def download(params: Params, out: Path, report: Path) -> dict:
     """Load, validate and split the dataset; malformed rows are dropped and counted by reason."""
     rng, _ = seed_all(params.seed)
-    loaded = datasets.load(params.data, params.seed)
+    loaded = datasets.load(params.data, rng)  # one stream: the split first, then max_train
     task = params.data.task or datasets.infer_task(loaded.splits["train"])
     if task == "classification":
         raise datasets.DataError(
-            f"{loaded.source}: scores are all 0/1 (a classification task); only regression (similarity "
-            f"scores) is supported so far"
+            f"{loaded.source}: scores are all 0/1, a classification task, which is not supported yet; "
+            f"set data.task: regression to treat them as similarity scores"
         )
     splits = dict(loaded.splits)
     if params.data.max_train and len(splits["train"]) > params.data.max_train:

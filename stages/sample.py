@@ -10,9 +10,6 @@ from pldistill.config import Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage, seed_all
 
-CANDIDATES = "candidates.parquet"
-
-
 def sample(params: Params, clean: Path, out: Path, report: Path) -> dict:
     """Write data/pairs/candidates.parquet: pairs over the training sentences, with the strategy that found each."""
     rng, _ = seed_all(params.seed)
@@ -20,7 +17,7 @@ def sample(params: Params, clean: Path, out: Path, report: Path) -> dict:
     t0 = time.perf_counter()
     pairs = sampling.sample(gold, params.sample, rng)
     seconds = time.perf_counter() - t0
-    schemas.write(out / CANDIDATES, pairs, schemas.CANDIDATES)
+    schemas.write(out / schemas.CANDIDATES_FILE, pairs, schemas.CANDIDATES)
     result = {
         "strategy": params.sample.strategy, "top_k": params.sample.top_k,
         "unique_sentences": len(sampling.unique_sentences(gold)), "gold_pairs": len(gold),

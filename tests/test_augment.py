@@ -1,8 +1,10 @@
 import pandas as pd
+import pytest
 
 from pldistill import schemas
 from pldistill.cleaning import clean_train, normalise
 from pldistill.config import parse_params
+from pldistill.datasets import DataError
 from stages.augment import augment
 
 
@@ -35,3 +37,12 @@ def test_augment_stage_keeps_dev_and_test_rows(tmp_path):
     assert report["dropped"]["too_short"] == 1
     dev = schemas.read(tmp_path / "clean" / "dev.parquet", schemas.PAIRS)
     assert dev.loc[1, "sentence1"] == "A normal sentence"
+
+
+def test_augment_stops_when_cleaning_leaves_no_training_pairs(tmp_path):
+    raw = tmp_path / "raw" / "demo"
+    tiny = pd.DataFrame({"sentence1": ["x"], "sentence2": ["y"], "score": [0.0]})
+    for split in ("train", "dev", "test"):
+        schemas.write(raw / f"{split}.parquet", tiny, schemas.PAIRS)
+    with pytest.raises(DataError, match="dropped every training pair .*too_short.*augment.min_chars"):
+        augment(parse_params({}), tmp_path / "raw", tmp_path / "clean", tmp_path / "r.json")

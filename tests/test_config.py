@@ -10,9 +10,26 @@ def test_shipped_params_are_valid():
     assert p.data.name == "demo"
 
 
-def test_unknown_key_is_named():
-    with pytest.raises(ConfigError, match=r"sample\.topk: unknown key"):
+def test_unknown_key_is_named_with_the_allowed_ones():
+    with pytest.raises(ConfigError, match=r"sample\.topk: unknown key; allowed here: strategy, top_k"):
         parse_params({"sample": {"topk": 3}})
+    with pytest.raises(ConfigError, match=r"cylces: unknown key; allowed here: seed, cycles"):
+        parse_params({"cylces": 2})
+
+
+def test_values_checked_before_any_work():
+    cases = {
+        "label.bf16: Input should be 'auto', True or False": {"label": {"bf16": "yes"}},
+        "seed: Input should be greater than or equal to 0": {"seed": -1},
+        "data.task: expected one of regression; found 'classification'": {"data": {"task": "classification"}},
+        "teacher.model: expected bundled:<name>": {"teacher": {"model": "bundled:nope"}},
+        "data.columns: maps two of our columns to the same column": {"data": {"columns": {"sentence1": "q", "sentence2": "q"}}},
+    }
+    for message, raw in cases.items():
+        with pytest.raises(ConfigError) as err:
+            parse_params(raw)
+        assert message in str(err.value)
+        assert "(found" not in str(err.value) or "found '" not in str(err.value).split("(found")[0]
 
 
 def test_bad_value_names_key_and_allowed_values():

@@ -1,4 +1,5 @@
 import io
+import json
 import tarfile
 
 import pandas as pd
@@ -97,14 +98,14 @@ def test_table_by_path_with_column_mapping(tmp_path, suffix):
      ".parquet": lambda: df.astype({"sim": "float64"} if suffix == ".parquet" else {}).to_parquet(path)}[suffix]()
     params = parse_params({"data": {"dataset": str(path), "score_range": [0, 5],
                                     "columns": {"sentence1": "q1", "sentence2": "q2", "score": "sim"}}}).data
-    loaded = datasets.load(params, seed=3)
+    loaded = datasets.load(params, 3)
     sizes = {s: len(d) for s, d in loaded.splits.items()}
     assert sizes == {"train": 32, "dev": 3, "test": 3}  # 38 valid rows, 10% = 3 each
     assert loaded.dropped[f"pairs{suffix}:missing_sentence"] == 1
     assert loaded.dropped[f"pairs{suffix}:score_not_a_number"] == 1
-    again = datasets.load(params, seed=3)
+    again = datasets.load(params, 3)
     pd.testing.assert_frame_equal(again.splits["test"], loaded.splits["test"])  # split is a function of seed
-    assert not datasets.load(params, seed=4).splits["test"].equals(loaded.splits["test"])
+    assert not datasets.load(params, 4).splits["test"].equals(loaded.splits["test"])
 
 
 def test_table_errors_say_what_to_do(tmp_path):
@@ -191,3 +192,27 @@ def test_offline_download_says_how_to_point_at_a_local_copy(tmp_path, monkeypatc
     monkeypatch.setattr(datasets.urllib.request, "urlopen", no_network)
     with pytest.raises(datasets.DataError, match="data.source"):
         datasets.load(parse_params({"data": {"dataset": "stsb"}}).data, 0)
+
+
+def test_unparseable_lines_are_counted_not_fatal(tmp_path):
+    good = [f"sentence number {i},another sentence {i},{i % 2 * 0.5}" for i in range(30)]
+    csv = tmp_path / "t.csv"
+    csv.write_text("sentence1,sentence2,score\n" + "\n".join(good[:10] + ["a,b,0.5,EXTRA,FIELDS"] + good[10:]) + "\n")
+    loaded = datasets.load(parse_params({"data": {"dataset": str(csv)}}).data, 0)
+    assert loaded.dropped["t.csv:unparseable_line"] == 1
+    assert sum(len(d) for d in loaded.splits.values()) == 30
+
+    jsonl = tmp_path / "t.jsonl"
+    lines = [json.dumps({"sentence1": f"s {i} here", "sentence2": f"t {i} there", "score": 0.5}) for i in range(30)]
+    jsonl.write_text("\n".join(lines[:5] + ['{"sentence1": "broken', "[1, 2]"] + lines[5:]) + "\n")
+    loaded = datasets.load(parse_params({"data": {"dataset": str(jsonl)}}).data, 0)
+    assert loaded.dropped["t.jsonl:unparseable_line"] == 2
+    assert sum(len(d) for d in loaded.splits.values()) == 30
+
+
+def test_mapped_column_wins_over_a_same_named_one(tmp_path):
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"sentence1": [f"a {i} b" for i in range(30)], "sentence2": [f"c {i} d" for i in range(30)],
+                  "score": ["junk"] * 30, "label": [0.25] * 30}).to_csv(path, index=False)
+    loaded = datasets.load(parse_params({"data": {"dataset": str(path), "columns": {"score": "label"}}}).data, 0)
+    assert (loaded.splits["train"]["score"] == 0.25).all()

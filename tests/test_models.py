@@ -62,6 +62,12 @@ def test_cross_encoder_scores_and_round_trip(tiny_model_dir, tmp_path):
 def test_autocast_auto_follows_hardware(monkeypatch):
     monkeypatch.setattr(models, "native_bf16", lambda: False)
     with models.autocast("auto"):
-        assert not torch.is_autocast_enabled("cpu")
+        assert not torch.is_autocast_enabled(models.device())
     with models.autocast(True):
-        assert torch.is_autocast_enabled("cpu")
+        assert torch.is_autocast_enabled(models.device())
+
+
+def test_bundled_names_agree_with_config():
+    from pldistill.config import BUNDLED_MODELS
+
+    assert set(BUNDLED_MODELS) == set(models.BUNDLED)

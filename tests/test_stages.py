@@ -42,7 +42,7 @@ def test_chain_writes_every_artifact_users_rely_on(small, tmp_path):
     cands = schemas.read(tmp_path / "data/pairs/candidates.parquet", schemas.CANDIDATES)
     assert len(pseudo) == len(cands) > 0
     assert pseudo["score"].between(0, 1).all() and (pseudo["cycle"] == 1).all()
-    assert pseudo["labeller"].str.startswith("cross:").all()
+    assert pseudo["labeller"].str.fullmatch(r"cross:.+@[0-9a-f]{12}").all()  # spec @ fine-tuned weights' hash
     report = json.loads((tmp_path / "metrics/distill.json").read_text())
     assert report["silver_pairs"] == len(pseudo) and report["gold_pairs"] == 60
 
@@ -56,8 +56,11 @@ def test_same_seed_gives_same_artifacts(small, tmp_path):
     a = run_chain(small, tmp_path / "a")
     b = run_chain(small, tmp_path / "b")
     assert a == b
+    for side in ("teacher", "distill"):  # both models really trained, so equal weights mean something
+        assert json.loads((tmp_path / "a/metrics" / f"{side}.json").read_text())["best_step"] > 0
     for rel in ("data/raw/demo/train.parquet", "data/clean/train.parquet", "data/pairs/candidates.parquet",
-                "data/pseudo/cycle-01.parquet", "models/bi/model.safetensors", "models/cross/model.safetensors"):
+                "data/pseudo/cycle-01.parquet", "models/teacher/model.safetensors", "models/bi/model.safetensors",
+                "models/cross/model.safetensors"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 

@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import torch
 
@@ -29,10 +31,14 @@ def test_fit_learns_and_keeps_the_best_dev_checkpoint(tiny_model_dir):
 
 
 def test_fit_is_deterministic_for_a_seed(tiny_model_dir):
-    a, _, _ = _train(tiny_model_dir, seed=5, dev_fn=lambda: 0.0)
-    b, _, _ = _train(tiny_model_dir, seed=5, dev_fn=lambda: 0.0)
+    # A dev score that rises at every evaluation, so the last (fully trained) checkpoint is selected.
+    a, res_a, _ = _train(tiny_model_dir, seed=5, dev_fn=itertools.count().__next__)
+    b, _, _ = _train(tiny_model_dir, seed=5, dev_fn=itertools.count().__next__)
+    c, _, _ = _train(tiny_model_dir, seed=6, dev_fn=itertools.count().__next__)
+    assert res_a.best_step == res_a.steps > 0
     for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
         assert torch.equal(pa, pb), name
+    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.module.state_dict().values(), c.module.state_dict().values()))
 
 
 def test_metrics():
