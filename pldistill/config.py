@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 RECIPES = ("augsbert",)
-STRATEGIES = ("none", "bm25")
+STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
+FAISS_INDEXES = ("flat", "ivf", "hnsw")
 TASKS = ("regression",)  # classification arrives with its metrics
 BUNDLED_MODELS = ("all-MiniLM-L6-v2",)  # `bundled:<name>`; weights and sha256 in pldistill.models
 
@@ -101,15 +102,6 @@ class BM25Params(_Section):
     epsilon: float = Field(0.25, ge=0)
 
 
-class SampleParams(_Section):
-    strategy: str = "bm25"
-    top_k: int = Field(3, ge=1, le=100)
-    query_chunk: int = Field(256, ge=1)
-    bm25: BM25Params = BM25Params()
-
-    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, STRATEGIES))
-
-
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
 # amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
 Bf16 = Literal["auto", True, False]
@@ -119,6 +111,45 @@ def _model_spec(v: str) -> str:
     if v.startswith("bundled:") and v.removeprefix("bundled:") not in BUNDLED_MODELS:
         raise ValueError(f"expected bundled:<name> with name one of {', '.join(BUNDLED_MODELS)}; found {v!r}")
     return v
+
+
+class RandomParams(_Section):
+    pairs: int = Field(10_000, ge=1)  # random pairs to draw (capped at the number of new pairs there are)
+
+
+class SemanticParams(_Section):
+    """Semantic-search sampling: top-k cosine neighbours from an encoder, searched with faiss."""
+
+    encoder: str = "gold"  # gold: the bi-encoder trained on the gold pairs (stage `gold`); or a model spec
+    index: str = "flat"  # flat: exact inner product; ivf / hnsw: approximate, for large corpora
+    nlist: int = Field(1024, ge=1)  # ivf: clusters (capped at sentences / 39, faiss's minimum per cluster)
+    nprobe: int = Field(16, ge=1)  # ivf: clusters visited per query
+    hnsw_m: int = Field(32, ge=4)  # hnsw: links per node
+    ef_search: int = Field(128, ge=1)  # hnsw: candidate list size per query
+    batch_size: int = Field(128, ge=1)  # encoding batch
+    max_length: int = Field(128, ge=8)
+    bf16: Bf16 = "auto"
+    trust_remote_code: bool = False
+
+    _known_index = field_validator("index")(lambda v: _one_of(v, FAISS_INDEXES))
+    _known_encoder = field_validator("encoder")(lambda v: v if v == "gold" else _model_spec(v))
+
+
+class KDEParams(_Section):
+    pool: int = Field(50_000, ge=1)  # random pairs the teacher labels before KDE keeps some
+    grid: int = Field(1001, ge=11)  # points in [0, 1] where the densities are evaluated
+
+
+class SampleParams(_Section):
+    strategy: str = "bm25"
+    top_k: int = Field(3, ge=1, le=100)
+    query_chunk: int = Field(256, ge=1)
+    bm25: BM25Params = BM25Params()
+    random: RandomParams = RandomParams()
+    semantic: SemanticParams = SemanticParams()
+    kde: KDEParams = KDEParams()
+
+    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, STRATEGIES))
 
 
 class TrainParams(_Section):

@@ -127,3 +127,15 @@ def fit(
     module.eval()
     return FitResult(best_dev=best["dev"], best_step=best["step"], steps=step,
                      seconds=time.perf_counter() - t0, curve=curve)
+
+
+def train_bi_encoder(
+    params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
+    dev: pd.DataFrame, generator: torch.Generator, desc: str,
+) -> tuple[BiEncoder, FitResult]:
+    """Load ``params.model`` and train it as a bi-encoder (cosine MSE), selected on dev Spearman."""
+    model = BiEncoder.load(params.model, params.max_length, params.trust_remote_code)
+    res = fit(model.module, model.cosine_mse_loss, s1, s2, target, dev_spearman(model, dev, eval_params), params,
+              generator, desc=desc)
+    return model, res
+

@@ -12,13 +12,18 @@ from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage
 
 
-def evaluate(params: Params, clean: Path, bi: Path, cross: Path, out: Path, predictions: Path) -> dict:
-    """Write metrics/eval.json ({"bi", "cross", "baseline": {"bi", "jaccard"}}) and test predictions for plots."""
+def evaluate(params: Params, clean: Path, bi: Path, cross: Path, gold: Path, out: Path, predictions: Path) -> dict:
+    """Write metrics/eval.json and test predictions for plots.
+
+    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"}}; baseline.start is the student's
+    starting model untrained, baseline.gold the bi-encoder trained on gold only (SBERT).
+    """
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     models = {
         "bi": BiEncoder.load(str(bi), params.student.max_length),
         "cross": CrossModel.load(str(cross), params.teacher.max_length),
+        "gold": BiEncoder.load(str(gold), params.student.max_length),
         "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code),
     }
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
@@ -29,14 +34,14 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, out: Path, pred
         return {s: correlation(preds[name][s], df["score"]) for s, df in splits.items()}
 
     result = {"bi": block("bi"), "cross": block("cross"),
-              "baseline": {"bi": block("start"), "jaccard": block("jaccard")}}
+              "baseline": {"start": block("start"), "gold": block("gold"), "jaccard": block("jaccard")}}
     write_json(out, result)
     test = splits["test"]
-    write_csv_rows(predictions, ["gold", "bi", "cross", "start"],
-                   [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start"))]
+    write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
+                   [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start", "gold"))]
                     for i, g in enumerate(test["score"])])
     return result
 
 
 if __name__ == "__main__":
-    run_stage(evaluate, ["clean", "bi", "cross", "out", "predictions"])
+    run_stage(evaluate, ["clean", "bi", "cross", "gold", "out", "predictions"])

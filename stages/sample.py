@@ -3,29 +3,54 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from pldistill import sampling, schemas
 from pldistill.config import Params
 from pldistill.io import write_json
+from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage, seed_all
 
-def sample(params: Params, clean: Path, out: Path, report: Path) -> dict:
+SEMANTIC = ("semantic", "bm25+semantic")
+
+
+def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]], np.ndarray]]:
+    """The semantic-search encoder (by default the gold-trained bi-encoder), loaded only when called."""
+    sp = params.sample.semantic
+    spec = str(gold_model) if sp.encoder == "gold" else sp.encoder
+
+    def encode(texts: list[str]) -> np.ndarray:
+        model = BiEncoder.load(spec, sp.max_length, sp.trust_remote_code)
+        return model.encode(texts, sp.batch_size, sp.bf16, progress=True)
+
+    return spec, encode
+
+
+def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> dict:
     """Write data/pairs/candidates.parquet: pairs over the training sentences, with the strategy that found each."""
     rng, _ = seed_all(params.seed)
-    gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    sp = params.sample
+    spec, encode = encoder(params, gold) if sp.strategy in SEMANTIC else (None, None)
+    ctx = sampling.Context(train, sp, rng, seed=params.seed, encode=encode)
     t0 = time.perf_counter()
-    pairs = sampling.sample(gold, params.sample, rng)
+    pairs = sampling.sample(ctx)
     seconds = time.perf_counter() - t0
     schemas.write(out / schemas.CANDIDATES_FILE, pairs, schemas.CANDIDATES)
     result = {
-        "strategy": params.sample.strategy, "top_k": params.sample.top_k,
-        "unique_sentences": len(sampling.unique_sentences(gold)), "gold_pairs": len(gold),
-        "candidates": len(pairs), "seconds": round(seconds, 2),
+        "strategy": sp.strategy, "top_k": sp.top_k, "encoder": spec,
+        "unique_sentences": len(ctx.sentences), "gold_pairs": len(train), "candidates": len(pairs),
+        # per strategy before the union, and what each final pair was found by
+        "found": ctx.found or {sp.strategy: len(pairs)},
+        "found_by": {k: int(v) for k, v in pairs["strategy"].value_counts().sort_index().items()},
+        "seconds": round(seconds, 2),
     }
     write_json(report, result)
     return result
 
 
 if __name__ == "__main__":
-    run_stage(sample, ["clean", "out", "report"])
+    run_stage(sample, ["clean", "gold", "out", "report"])

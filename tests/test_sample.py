@@ -1,24 +1,29 @@
 import numpy as np
 import pandas as pd
+import pytest
 
 from pldistill import schemas
-from pldistill.config import parse_params
-from pldistill.sampling import REGISTRY, pair_key, sample
+from pldistill.config import STRATEGIES, parse_params
+from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
 
-
-def test_registry_covers_every_allowed_strategy():
-    from pldistill.config import STRATEGIES
-
-    assert set(REGISTRY) == set(STRATEGIES)
+TOPICS = ["cat", "dog", "car", "rain", "music", "bread", "river", "phone", "chess", "garden"]
 
 
-def test_bm25_pairs_are_new_unique_and_labelled_by_strategy():
-    gold = make_pairs(60)
-    pairs = sample(gold, parse_params({"sample": {"top_k": 4}}).sample, np.random.default_rng(0))
-    assert len(pairs) > 60
-    assert (pairs["strategy"] == "bm25").all()
+def keyword_encoder(texts: list[str]) -> np.ndarray:
+    """A mock encoder: one axis per topic word, so neighbours are exactly the sentences sharing a topic."""
+    emb = np.array([[float(t in s.split()) for t in TOPICS] + [1e-3 * (i % 7)] for i, s in enumerate(texts)],
+                   dtype=np.float32)
+    return emb / np.linalg.norm(emb, axis=1, keepdims=True)
+
+
+def ctx(gold, seed=0, encode=keyword_encoder, **sample):
+    return Context(gold, parse_params({"sample": sample}).sample, np.random.default_rng(seed), seed=seed,
+                   encode=encode)
+
+
+def check_new_unique(pairs, gold):
     assert not (pairs["sentence1"] == pairs["sentence2"]).any()
     keys = [pair_key(a, b) for a, b in zip(pairs["sentence1"], pairs["sentence2"])]
     assert len(set(keys)) == len(keys)
@@ -28,17 +33,88 @@ def test_bm25_pairs_are_new_unique_and_labelled_by_strategy():
     assert set(pairs["sentence1"]) <= sentences and set(pairs["sentence2"]) <= sentences
 
 
+def test_registry_covers_every_allowed_strategy():
+    assert set(REGISTRY) == set(STRATEGIES)
+
+
+def test_bm25_pairs_are_new_unique_and_labelled_by_strategy():
+    gold = make_pairs(60)
+    pairs = sample(ctx(gold, top_k=4))
+    assert len(pairs) > 60
+    assert (pairs["strategy"] == "bm25").all()
+    check_new_unique(pairs, gold)
+
+
+def test_random_draws_the_requested_number_of_new_pairs():
+    gold = make_pairs(30)
+    pairs = sample(ctx(gold, strategy="random", random={"pairs": 500}))
+    assert len(pairs) == 500 and (pairs["strategy"] == "random").all()
+    check_new_unique(pairs, gold)
+
+
+def test_random_is_capped_at_every_possible_new_pair():
+    gold = make_pairs(4)  # 8 sentences: 28 unordered pairs, 4 of them gold
+    pairs = sample(ctx(gold, strategy="random", random={"pairs": 1000}))
+    assert len(pairs) == 24
+    check_new_unique(pairs, gold)
+
+
+def test_kde_draws_its_pool_at_random():
+    gold = make_pairs(30)
+    pairs = sample(ctx(gold, strategy="kde", kde={"pool": 300}))
+    assert len(pairs) == 300 and (pairs["strategy"] == "kde").all()
+
+
+def test_semantic_neighbours_share_the_topic_word():
+    gold = make_pairs(40)
+    pairs = sample(ctx(gold, strategy="semantic", top_k=2))
+    assert len(pairs) > 0 and (pairs["strategy"] == "semantic").all()
+    check_new_unique(pairs, gold)
+    topic = lambda s: next(t for t in TOPICS if t in s.split())
+    assert all(topic(a) == topic(b) for a, b in zip(pairs["sentence1"], pairs["sentence2"]))
+
+
+def test_semantic_without_an_encoder_says_so():
+    with pytest.raises(ValueError, match="needs an encoder"):
+        sample(ctx(make_pairs(10), strategy="semantic", encode=None))
+
+
+def test_bm25_plus_semantic_is_the_union_with_each_pair_once():
+    gold = make_pairs(40)
+    c = ctx(gold, strategy="bm25+semantic", top_k=3)
+    both = sample(c)
+    bm25 = sample(ctx(gold, strategy="bm25", top_k=3))
+    sem = sample(ctx(gold, strategy="semantic", top_k=3))
+    check_new_unique(both, gold)
+    keys = lambda df: {pair_key(a, b) for a, b in zip(df["sentence1"], df["sentence2"])}
+    assert keys(both) == keys(bm25) | keys(sem)
+    assert c.found == {"bm25": len(bm25), "semantic": len(sem)}
+    by = dict(zip([pair_key(a, b) for a, b in zip(both["sentence1"], both["sentence2"])], both["strategy"]))
+    for k in keys(bm25) & keys(sem):
+        assert by[k] == "bm25+semantic"
+    for k in keys(bm25) - keys(sem):
+        assert by[k] == "bm25"
+
+
+def test_merge_records_every_strategy_that_found_a_pair():
+    a = pd.DataFrame({"sentence1": ["x", "y"], "sentence2": ["y", "z"], "strategy": ["bm25", "bm25"]})
+    b = pd.DataFrame({"sentence1": ["y", "z"], "sentence2": ["x", "w"], "strategy": ["semantic", "semantic"]})
+    m = merge([a, b])
+    assert m.values.tolist() == [["x", "y", "bm25+semantic"], ["y", "z", "bm25"], ["z", "w", "semantic"]]
+
+
 def test_none_gives_an_empty_table_with_the_schema(tmp_path):
     clean = tmp_path / "clean"
     schemas.write(clean / "train.parquet", make_pairs(10), schemas.PAIRS)
-    report = sample_stage(parse_params({"sample": {"strategy": "none"}}), clean, tmp_path / "pairs", tmp_path / "r.json")
+    report = sample_stage(parse_params({"sample": {"strategy": "none"}}), clean, tmp_path / "gold", tmp_path / "pairs",
+                          tmp_path / "r.json")
     assert report["candidates"] == 0
     assert schemas.read(tmp_path / "pairs" / "candidates.parquet", schemas.CANDIDATES).empty
 
 
-def test_sampling_is_reproducible(tmp_path):
+@pytest.mark.parametrize("strategy", ["bm25", "random", "semantic", "kde"])
+def test_sampling_is_reproducible(strategy):
     gold = make_pairs(40)
-    p = parse_params({}).sample
-    a = sample(gold, p, np.random.default_rng(1))
-    b = sample(gold, p, np.random.default_rng(1))
+    a = sample(ctx(gold, seed=1, strategy=strategy))
+    b = sample(ctx(gold, seed=1, strategy=strategy))
     pd.testing.assert_frame_equal(a, b)

@@ -11,6 +11,8 @@ from stages.augment import augment
 from stages.distill import distill
 from stages.download import download
 from stages.evaluate import evaluate
+from stages.gold import gold
+from stages.label import label
 from stages.sample import sample
 from stages.teacher import teacher
 
@@ -19,12 +21,15 @@ def run_chain(params, root):
     m = root / "metrics"
     download(params, root / "data/raw", m / "download.json")
     augment(params, root / "data/raw", root / "data/clean", m / "augment.json")
-    sample(params, root / "data/clean", root / "data/pairs", m / "sample.json")
+    gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
+    sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
     teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
-    distill(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/pseudo",
-            root / "models/bi", root / "models/cross", m / "distill.json", m / "student-dev.csv")
-    return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", m / "eval.json",
-                    m / "test-predictions.csv")
+    label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/pseudo",
+          m / "label.json", m / "score-density.csv")
+    distill(params, root / "data/clean", root / "data/pseudo", root / "models/teacher", root / "models/bi",
+            root / "models/cross", m / "distill.json", m / "student-dev.csv")
+    return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", root / "models/gold",
+                    m / "eval.json", m / "test-predictions.csv")
 
 
 @pytest.fixture
@@ -34,7 +39,8 @@ def small(tiny_params):
 
 def test_chain_writes_every_artifact_users_rely_on(small, tmp_path):
     result = run_chain(small, tmp_path)
-    for block in (result["bi"], result["cross"], result["baseline"]["bi"], result["baseline"]["jaccard"]):
+    assert set(result["baseline"]) == {"start", "gold", "jaccard"}
+    for block in (result["bi"], result["cross"], *result["baseline"].values()):
         assert set(block) == {"dev", "test"} and set(block["test"]) == {"spearman", "pearson"}
     assert json.loads((tmp_path / "metrics/eval.json").read_text()) == result
 
@@ -45,6 +51,11 @@ def test_chain_writes_every_artifact_users_rely_on(small, tmp_path):
     assert pseudo["labeller"].str.fullmatch(r"cross:.+@[0-9a-f]{12}").all()  # spec @ fine-tuned weights' hash
     report = json.loads((tmp_path / "metrics/distill.json").read_text())
     assert report["silver_pairs"] == len(pseudo) and report["gold_pairs"] == 60
+    diag = json.loads((tmp_path / "metrics/label.json").read_text())
+    assert diag["silver_pairs"] == len(pseudo) and diag["kl_gold_silver"] >= 0
+    assert sum(diag["histogram"]["silver"]) == len(pseudo) and sum(diag["histogram"]["gold"]) == 60
+    density = pd.read_csv(tmp_path / "metrics/score-density.csv")
+    assert list(density.columns) == ["score", "gold", "silver"] and len(density) == 101
 
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["loads with plain ST"])
     CrossEncoder(str(tmp_path / "models/cross"), device="cpu").predict([("a", "b")])
@@ -56,15 +67,49 @@ def test_same_seed_gives_same_artifacts(small, tmp_path):
     a = run_chain(small, tmp_path / "a")
     b = run_chain(small, tmp_path / "b")
     assert a == b
-    for side in ("teacher", "distill"):  # both models really trained, so equal weights mean something
+    for side in ("teacher", "gold", "distill"):  # both models really trained, so equal weights mean something
         assert json.loads((tmp_path / "a/metrics" / f"{side}.json").read_text())["best_step"] > 0
     for rel in ("data/raw/demo/train.parquet", "data/clean/train.parquet", "data/pairs/candidates.parquet",
-                "data/pseudo/cycle-01.parquet", "models/teacher/model.safetensors", "models/bi/model.safetensors",
+                "data/pseudo/cycle-01.parquet", "models/teacher/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
+                "metrics/score-density.csv",
                 "models/cross/model.safetensors"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    untimed = [{k: v for k, v in json.loads((tmp_path / run / "metrics/label.json").read_text()).items()
+                if not k.startswith("label_")} for run in ("a", "b")]
+    assert untimed[0] == untimed[1]
 
 
 def test_gold_only_run_has_an_empty_silver_file(small, tmp_path):
     params = small.model_copy(update={"sample": small.sample.model_copy(update={"strategy": "none"})})
     run_chain(params, tmp_path)
     assert schemas.read(tmp_path / "data/pseudo/cycle-01.parquet", schemas.PSEUDO).empty
+
+
+@pytest.mark.parametrize("strategy", ["random", "semantic", "bm25+semantic", "kde"])
+def test_every_strategy_runs_through_label(small, tmp_path, strategy):
+    sp = small.sample.model_copy(update={
+        "strategy": strategy, "random": small.sample.random.model_copy(update={"pairs": 150}),
+        "kde": small.sample.kde.model_copy(update={"pool": 400})})
+    params = small.model_copy(update={"sample": sp})
+    m, root = tmp_path / "metrics", tmp_path
+    download(params, root / "data/raw", m / "download.json")
+    augment(params, root / "data/raw", root / "data/clean", m / "augment.json")
+    gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
+    s = sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
+    teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
+    r = label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/pseudo",
+              m / "label.json", m / "score-density.csv")
+    pseudo = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
+    assert r["silver_pairs"] == len(pseudo)
+    if strategy == "kde":  # the barely trained teacher squeezes scores into a sliver: KDE keeps few
+        assert s["candidates"] == 400 and r["kde"]["pool"] == 400
+        assert r["kde"]["kept"] + r["kde"]["dropped"] == 400 and r["kde"]["kept"] == len(pseudo) < 400
+    else:
+        assert len(pseudo) == s["candidates"] > 0
+    if strategy == "random":
+        assert s["candidates"] == 150
+    if strategy == "bm25+semantic":
+        assert set(s["found"]) == {"bm25", "semantic"}
+        assert s["candidates"] <= s["found"]["bm25"] + s["found"]["semantic"]
+        assert set(pseudo["strategy"]) <= {"bm25", "semantic", "bm25+semantic"}
+        assert sum(s["found_by"].values()) == s["candidates"]
