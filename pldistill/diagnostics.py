@@ -14,6 +14,7 @@ from scipy.integrate import trapezoid
 from scipy.stats import gaussian_kde
 
 _FLOOR = 1e-12  # density floor so log(p / q) stays finite where the silver density underflows
+KL_POINTS = 1001  # per-range grid points for KL(gold||silver)
 
 
 def density(scores: np.ndarray, grid: np.ndarray) -> np.ndarray | None:
@@ -49,7 +50,7 @@ def histogram(scores: np.ndarray, bins: int = 10) -> list[int]:
 def report(gold: np.ndarray, silver: np.ndarray, points: int = 101) -> tuple[dict, list[list[float]]]:
     """Silver-set size, histograms, KL(gold||silver) and the density rows (score, gold, silver) for a plot."""
     gold, silver = np.asarray(gold, dtype=np.float64), np.asarray(silver, dtype=np.float64)
-    fine = grid_for(1001, gold, silver)
+    fine = grid_for(KL_POINTS, gold, silver)
     fg, fs = density(gold, fine), density(silver, fine)
     kl = None if fg is None or fs is None else round(kl_divergence(fg, fs, fine), 4)
     grid = np.linspace(0.0, 1.0, points)  # the plotted curves
@@ -77,8 +78,13 @@ def keep_probability(gold: np.ndarray, silver: np.ndarray, points: int = 1001) -
     silver = np.asarray(silver, dtype=np.float64)
     grid = grid_for(points, np.asarray(gold, dtype=np.float64), silver)
     fg, fs = density(gold, grid), density(silver, grid)
-    if fg is None or fs is None:
-        raise ValueError("kde needs at least two distinct gold scores and two distinct silver scores")
+    for name, f, x in (("gold training", fg, gold), ("teacher's pool", fs, silver)):
+        if f is None:
+            raise ValueError(
+                f"kde: the {name} scores cannot be smoothed ({len(x)} score(s), "
+                f"{len(np.unique(x))} distinct; need at least 2 distinct). For the pool: raise sample.kde.pool "
+                f"or train the teacher longer (teacher.epochs); or pick another sample.strategy"
+            )
     q = np.minimum(1.0, np.maximum(fg, 0.0) / np.maximum(fs, _FLOOR))
     return np.interp(silver, grid, q)
 
@@ -88,8 +94,8 @@ def kde_select(gold: np.ndarray, silver: np.ndarray, task: str, rng: np.random.G
     """Boolean mask of the silver pairs KDE sampling keeps.
 
     regression: keep each pair with probability Q(s) (see ``keep_probability``).
-    classification: keep every positive (score >= 0.5) and as many randomly chosen negatives as make
-    the positive:negative ratio equal the gold one.
+    classification (used once classification tasks are enabled): keep every positive (score >= 0.5) and
+    as many randomly chosen negatives as make the positive:negative ratio equal the gold one.
     """
     silver = np.asarray(silver, dtype=np.float64)
     if task == "regression":

@@ -27,7 +27,7 @@ class Context:
     gold: pd.DataFrame
     params: SampleParams
     rng: np.random.Generator
-    seed: int = 0
+    seed: int  # for index building (IVF k-means); draws use ``rng``
     # texts -> (n, dim) L2-normalised float32 embeddings; only semantic strategies call it
     encode: Callable[[list[str]], np.ndarray] | None = None
     found: dict[str, int] = field(default_factory=dict)  # pairs each strategy found, before merging
@@ -88,9 +88,9 @@ def random_pairs(ctx: Context, n: int, strategy: str) -> pd.DataFrame:
     """``n`` distinct new pairs drawn uniformly from all pairs of unique sentences (fewer if there are fewer)."""
     sents = ctx.sentences
     m = len(sents)
-    available = m * (m - 1) // 2 - len(gold_keys(ctx.gold))
-    n = min(n, max(available, 0))
     taken = gold_keys(ctx.gold)
+    available = m * (m - 1) // 2 - sum(a != b for a, b in taken)  # gold self pairs are not among the m(m-1)/2
+    n = min(n, max(available, 0))
     rows: list[tuple[str, str]] = []
     while len(rows) < n:
         # Rejection sampling in batches: cheap while n is far below the m^2/2 possible pairs; near

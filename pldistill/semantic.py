@@ -53,8 +53,9 @@ def neighbours(
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield (query index, neighbour indices, cosines): each row's ``k`` nearest other rows of ``emb``.
 
-    A row never retrieves itself. Ties (equal cosines, e.g. duplicate embeddings) go to the lower
-    index, as in the BM25 top-k, so results do not depend on faiss's internal order.
+    A row never retrieves itself. With the exact (flat) index, ties (equal cosines, e.g. duplicate
+    embeddings) go to the lower index, as in the BM25 top-k, as long as a tie group fits in the k + 5
+    hits fetched; approximate indexes return whichever tied rows their search reaches.
     """
     emb = np.ascontiguousarray(emb, dtype=np.float32)
     n = len(emb)

@@ -138,4 +138,3 @@ def train_bi_encoder(
     res = fit(model.module, model.cosine_mse_loss, s1, s2, target, dev_spearman(model, dev, eval_params), params,
               generator, desc=desc)
     return model, res
-

@@ -35,7 +35,7 @@ def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> 
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     sp = params.sample
     spec, encode = encoder(params, gold) if sp.strategy in SEMANTIC else (None, None)
-    ctx = sampling.Context(train, sp, rng, seed=params.seed, encode=encode)
+    ctx = sampling.Context(train, sp, rng, params.seed, encode=encode)
     t0 = time.perf_counter()
     pairs = sampling.sample(ctx)
     seconds = time.perf_counter() - t0

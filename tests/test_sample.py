@@ -112,7 +112,7 @@ def test_none_gives_an_empty_table_with_the_schema(tmp_path):
     assert schemas.read(tmp_path / "pairs" / "candidates.parquet", schemas.CANDIDATES).empty
 
 
-@pytest.mark.parametrize("strategy", ["bm25", "random", "semantic", "kde"])
+@pytest.mark.parametrize("strategy", ["bm25", "random", "semantic", "bm25+semantic", "kde"])
 def test_sampling_is_reproducible(strategy):
     gold = make_pairs(40)
     a = sample(ctx(gold, seed=1, strategy=strategy))

@@ -104,6 +104,8 @@ def test_every_strategy_runs_through_label(small, tmp_path, strategy):
     if strategy == "kde":  # the barely trained teacher squeezes scores into a sliver: KDE keeps few
         assert s["candidates"] == 400 and r["kde"]["pool"] == 400
         assert r["kde"]["kept"] + r["kde"]["dropped"] == 400 and r["kde"]["kept"] == len(pseudo) < 400
+        if len(pseudo) > 1 and r["kl_gold_silver"] is not None:
+            assert r["kl_gold_silver"] <= r["kde"]["pool_kl_gold_silver"]
     else:
         assert len(pseudo) == s["candidates"] > 0
     if strategy == "random":
