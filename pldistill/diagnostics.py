@@ -41,6 +41,15 @@ def kl_divergence(p: np.ndarray, q: np.ndarray, grid: np.ndarray) -> float:
     return float(trapezoid(p * np.log(p / q), grid))
 
 
+def js_divergence(p: np.ndarray, q: np.ndarray, grid: np.ndarray) -> float:
+    """Jensen-Shannon divergence (nats, at most ln 2): symmetric and finite where one density has no
+    mass, so it still ranks strategies when KL(gold||silver) is dominated by gold's uncovered tails."""
+    p = np.maximum(p, 0) / trapezoid(np.maximum(p, 0), grid)
+    q = np.maximum(q, 0) / trapezoid(np.maximum(q, 0), grid)
+    m = (p + q) / 2
+    return 0.5 * kl_divergence(p, m, grid) + 0.5 * kl_divergence(q, m, grid)
+
+
 def histogram(scores: np.ndarray, bins: int = 10) -> list[int]:
     """Counts of ``scores`` in ``bins`` equal bins over [0, 1] (the last bin includes 1.0)."""
     counts, _ = np.histogram(np.asarray(scores, dtype=np.float64), bins=bins, range=(0.0, 1.0))
@@ -53,6 +62,7 @@ def report(gold: np.ndarray, silver: np.ndarray, points: int = 101) -> tuple[dic
     fine = grid_for(KL_POINTS, gold, silver)
     fg, fs = density(gold, fine), density(silver, fine)
     kl = None if fg is None or fs is None else round(kl_divergence(fg, fs, fine), 4)
+    js = None if fg is None or fs is None else round(js_divergence(fg, fs, fine), 4)
     grid = np.linspace(0.0, 1.0, points)  # the plotted curves
     fg, fs = density(gold, grid), density(silver, grid)
     summary = {
@@ -60,6 +70,7 @@ def report(gold: np.ndarray, silver: np.ndarray, points: int = 101) -> tuple[dic
         "silver_score_mean": round(float(np.mean(silver)), 4) if len(silver) else None,
         "gold_score_mean": round(float(np.mean(gold)), 4) if len(gold) else None,
         "kl_gold_silver": kl,
+        "js_gold_silver": js,
         "histogram": {"bins": [round(x, 1) for x in np.linspace(0, 1, 11).tolist()],
                       "gold": histogram(gold), "silver": histogram(silver)},
     }

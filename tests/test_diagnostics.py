@@ -12,6 +12,15 @@ def test_kl_is_near_zero_for_the_same_distribution_and_large_for_a_skewed_one():
     skewed, _ = report(gold, rng.beta(1, 12, 5000))  # random sampling: almost all dissimilar pairs
     assert same["kl_gold_silver"] < 0.02
     assert skewed["kl_gold_silver"] > 1.0
+    assert same["js_gold_silver"] < 0.01 < skewed["js_gold_silver"] <= np.log(2)
+
+
+def test_js_stays_finite_where_kl_explodes():
+    rng = np.random.default_rng(5)
+    gold = rng.uniform(0, 1, 2000)
+    squeezed, _ = report(gold, rng.uniform(0.3, 0.4, 2000))  # a teacher that never leaves [0.3, 0.4]
+    assert squeezed["kl_gold_silver"] > 5  # the floor under silver's missing tails dominates
+    assert 0.3 < squeezed["js_gold_silver"] < np.log(2)
 
 
 def test_report_counts_and_density_rows():

@@ -42,18 +42,33 @@ def project(tmp_path, tiny_model_dir):
     return tmp_path
 
 
+STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
+
+
 def test_repro_is_cached_and_exp_reruns_from_sample(project):
     out = sh("dvc repro", project)
-    for stage in ("download", "augment", "sample", "teacher", "distill", "evaluate"):
+    for stage in STAGES:
         assert f"Running stage '{stage}'" in out
     assert (project / "metrics/eval.json").is_file()
     assert "Running stage" not in sh("dvc repro", project)
     sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
 
     out = sh("dvc exp run -S sample.top_k=5", project)
-    ran = {s for s in ("download", "augment", "sample", "teacher", "distill", "evaluate") if f"Running stage '{s}'" in out}
-    assert ran == {"sample", "distill", "evaluate"}, out[-2000:]
+    ran = {s for s in STAGES if f"Running stage '{s}'" in out}
+    assert ran == {"sample", "label", "distill", "evaluate"}, out[-2000:]
     diff = sh("dvc metrics diff", project)
     assert "metrics/sample.json" in diff
     shown = sh("dvc exp show --no-pager --md", project)
     assert "sample.top_k" in shown or "top_k" in shown
+
+
+def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
+    sh("dvc repro", project)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
+    out = sh("dvc exp run -S sample.strategy=kde -S sample.kde.pool=300", project)
+    ran = {s for s in STAGES if f"Running stage '{s}'" in out}
+    assert ran >= {"sample", "label", "distill"} and not ran & {"download", "augment", "gold", "teacher"}, out[-2000:]
+    assert "kde" in sh("dvc metrics show --no-pager", project)
+    sh("dvc plots show -o plots-html", project)
+    html = (project / "plots-html" / "index.html").read_text()
+    assert "score-density" in html
