@@ -127,6 +127,7 @@ class SemanticParams(_Section):
     hnsw_m: int = Field(32, ge=4)  # hnsw: links per node
     ef_search: int = Field(128, ge=1)  # hnsw: candidate list size per query
     batch_size: int = Field(128, ge=1)  # encoding batch
+    search_chunk: int = Field(4096, ge=1)  # queries per faiss search call (faiss blocks BLAS by 4096)
     max_length: int = Field(128, ge=8)
     bf16: Bf16 = "auto"
     trust_remote_code: bool = False

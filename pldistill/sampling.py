@@ -146,7 +146,7 @@ def sample_semantic(ctx: Context) -> pd.DataFrame:
         raise ValueError("strategy semantic needs an encoder (sample.semantic.encoder)")
     p, sentences = ctx.params, ctx.sentences
     emb = ctx.encode(sentences)  # (n, dim), L2-normalised
-    hits = semantic.neighbours(emb, p.top_k, p.semantic, ctx.seed, chunk=p.query_chunk)
+    hits = semantic.neighbours(emb, p.top_k, p.semantic, ctx.seed, chunk=p.semantic.search_chunk)
     return new_pairs(_top_k_pairs(hits, sentences), ctx.gold, "semantic")
 
 

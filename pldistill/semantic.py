@@ -49,7 +49,7 @@ def build_index(emb: np.ndarray, params: SemanticParams, seed: int) -> faiss.Ind
 
 
 def neighbours(
-    emb: np.ndarray, k: int, params: SemanticParams, seed: int, chunk: int = 256, progress: bool = True,
+    emb: np.ndarray, k: int, params: SemanticParams, seed: int, chunk: int = 4096, progress: bool = True,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield (query index, neighbour indices, cosines): each row's ``k`` nearest other rows of ``emb``.
 
