@@ -68,7 +68,7 @@ def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
     out = sh("dvc exp run -S sample.strategy=kde -S sample.kde.pool=300", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}
     assert ran >= {"sample", "label", "distill"} and not ran & {"download", "augment", "gold", "teacher"}, out[-2000:]
-    assert "kde" in sh("dvc metrics show --no-pager", project)
+    assert "kde" in sh("dvc metrics show --json", project)
     sh("dvc plots show -o plots-html", project)
     html = (project / "plots-html" / "index.html").read_text()
     assert "score-density" in html
