@@ -25,7 +25,7 @@ def _umask() -> int:
     return mask
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -44,9 +44,9 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     try:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are ordinary files
-        _fsync(tmp_path)  # the bytes are on disk before the name points at them
+        fsync(tmp_path)  # the bytes are on disk before the name points at them
         os.replace(tmp_path, path)
-        _fsync(path.parent)
+        fsync(path.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -67,7 +67,7 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
         os.chmod(tmp, 0o777 & ~_umask())
         for f in tmp.rglob("*"):
             if f.is_file():
-                _fsync(f)
+                fsync(f)
         shutil.rmtree(old, ignore_errors=True)
         if path.exists():
             os.replace(path, old)

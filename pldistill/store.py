@@ -1,0 +1,115 @@
+"""A store of finished steps for multi-cycle recipes, kept outside DVC's outputs so a rerun can resume.
+
+`dvc exp run` resets every stage output to dvc.lock before it runs, and DVC's run-cache only restores
+whole identical runs, so finished cycles cannot live inside an output. They live here instead, one
+directory per step, named by a key that chains everything the step depends on: a fingerprint of the
+upstream data, params (all but `cycles`) and code, the step's name, and the key of the step before
+it. A changed input changes every later key, so a stale entry is never found, let alone reused.
+
+An entry is built in a temporary directory; ``MANIFEST.json`` (each file's sha256 and size, plus the
+step's metadata) is written last, then the directory is renamed into place. ``get`` re-hashes every
+file: an entry with a missing, extra or altered file is moved aside as ``corrupt-*`` and reported as
+absent, so the step is recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pldistill.io import fsync, sha256_file
+
+MANIFEST = "MANIFEST.json"
+
+
+def default_root() -> Path:
+    """``$PLDISTILL_STORE``, else ``$DVC_ROOT/.pldistill-store`` (DVC sets DVC_ROOT to the project root,
+    also for `--temp` and queued experiments), else ``.pldistill-store`` in the working directory."""
+    if os.environ.get("PLDISTILL_STORE"):
+        return Path(os.environ["PLDISTILL_STORE"])
+    return Path(os.environ.get("DVC_ROOT", ".")) / ".pldistill-store"
+
+
+def digest(obj: object) -> str:
+    """sha256 of ``obj`` as canonical JSON (sorted keys, no whitespace): equal inputs, equal digests."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def fingerprint(files: list[Path | str], params: dict, extra: dict | None = None) -> str:
+    """What a run's steps depend on: the bytes of ``files`` (data, code), ``params`` and ``extra``."""
+    return digest({"files": {str(f): sha256_file(f) for f in sorted(map(str, files))}, "params": params,
+                   "extra": extra or {}})
+
+
+def step_key(base: str, step: str, parent: str | None) -> str:
+    """The key of ``step``: its run's fingerprint, its name and the key of the step it builds on."""
+    return digest({"base": base, "step": step, "parent": parent})
+
+
+def _files(directory: Path) -> dict[str, dict]:
+    return {f.relative_to(directory).as_posix(): {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+            for f in sorted(directory.rglob("*")) if f.is_file() and f.name != MANIFEST}
+
+
+class Store:
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root) if root is not None else default_root()
+        self.corrupt: list[str] = []  # keys found corrupt (and moved aside) by this instance
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    def get(self, key: str) -> Path | None:
+        """The verified entry for ``key``, or None when there is none or it is corrupt."""
+        entry = self.path(key)
+        manifest = entry / MANIFEST
+        if not manifest.is_file():
+            return None  # absent (a crash before the rename leaves only a temp dir, never this)
+        try:
+            recorded = json.loads(manifest.read_text())["files"]
+            ok = _files(entry) == recorded
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if ok:
+            return entry
+        self.corrupt.append(key)
+        with contextlib.suppress(OSError):
+            os.replace(entry, self.root / f"corrupt-{key}-{time.time_ns()}")
+        return None
+
+    def meta(self, key: str) -> dict:
+        """The metadata ``put`` recorded with the entry (call after ``get`` found it)."""
+        return json.loads((self.path(key) / MANIFEST).read_text())["meta"]
+
+    @contextlib.contextmanager
+    def put(self, key: str, meta: dict | None = None) -> Iterator[Path]:
+        """Yield an empty directory to fill; on success it becomes the entry for ``key``.
+
+        If another process stored ``key`` meanwhile, its entry is kept and this one discarded: both
+        were computed from the same inputs.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.root))
+        try:
+            yield tmp
+            manifest = {"key": key, "files": _files(tmp), "meta": meta or {}}
+            for f in tmp.rglob("*"):
+                if f.is_file():
+                    fsync(f)
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # last: marks the entry whole
+            fsync(tmp / MANIFEST)
+            try:
+                os.rename(tmp, self.path(key))
+            except OSError:
+                if self.get(key) is None:  # what was there was corrupt and is now moved aside
+                    os.rename(tmp, self.path(key))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
