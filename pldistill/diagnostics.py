@@ -13,6 +13,10 @@ import numpy as np
 from scipy.integrate import trapezoid
 from scipy.stats import gaussian_kde
 
+class SelectionError(ValueError):
+    """KDE selection cannot run on these scores; the message says why and what to change."""
+
+
 _FLOOR = 1e-12  # density floor so log(p / q) stays finite where the silver density underflows
 KL_POINTS = 1001  # per-range grid points for KL(gold||silver)
 
@@ -91,7 +95,7 @@ def keep_probability(gold: np.ndarray, silver: np.ndarray, points: int = 1001) -
     fg, fs = density(gold, grid), density(silver, grid)
     for name, f, x in (("gold training", fg, gold), ("teacher's pool", fs, silver)):
         if f is None:
-            raise ValueError(
+            raise SelectionError(
                 f"kde: the {name} scores cannot be smoothed ({len(x)} score(s), "
                 f"{len(np.unique(x))} distinct; need at least 2 distinct). For the pool: raise sample.kde.pool "
                 f"or train the teacher longer (teacher.epochs); or pick another sample.strategy"
@@ -115,7 +119,8 @@ def kde_select(gold: np.ndarray, silver: np.ndarray, task: str, rng: np.random.G
     gold_pos = int(np.sum(np.asarray(gold) >= 0.5))
     gold_neg = len(gold) - gold_pos
     if gold_pos == 0:
-        raise ValueError("kde for classification needs at least one positive gold pair")
+        raise SelectionError("kde for classification needs at least one positive gold pair (score >= 0.5); "
+                             "found none in the training split")
     n_neg = min(int(round(pos.sum() * gold_neg / gold_pos)), int((~pos).sum()))
     keep = pos.copy()
     keep[rng.choice(np.flatnonzero(~pos), size=n_neg, replace=False)] = True

@@ -14,10 +14,11 @@ import torch
 
 from pldistill.config import ConfigError, Params, load_params
 from pldistill.datasets import DataError
+from pldistill.diagnostics import SelectionError
 from pldistill.models import ModelError
 from pldistill.schemas import SchemaError
 
-USER_ERRORS = (ConfigError, DataError, ModelError, SchemaError, FileNotFoundError)
+USER_ERRORS = (ConfigError, DataError, ModelError, SchemaError, SelectionError, FileNotFoundError)
 
 
 def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:

@@ -29,6 +29,17 @@ def label_pairs(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle:
     return out
 
 
+def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
+    """Keep the labelled pool pairs KDE selects; report pool size, kept, dropped and the pool's KL."""
+    task = params.data.task or infer_task(gold)
+    scores, gold_scores = pool["score"].to_numpy(), gold["score"].to_numpy()
+    keep = diagnostics.kde_select(gold_scores, scores, task, rng, params.sample.kde.grid)
+    pool_kl = diagnostics.report(gold_scores, scores)[0]["kl_gold_silver"]
+    extra = {"kde": {"task": task, "pool": len(pool), "kept": int(keep.sum()), "dropped": int((~keep).sum()),
+                     "pool_kl_gold_silver": pool_kl}}
+    return pool[keep].reset_index(drop=True), extra
+
+
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path, report: Path,
           density: Path) -> dict:
     """Label the candidates with the teacher; KDE-select when sample.strategy is kde; report diagnostics."""
@@ -48,13 +59,7 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path,
 
     extra: dict = {}
     if params.sample.strategy == "kde" and len(silver):
-        task = params.data.task or infer_task(gold)
-        pool = silver["score"].to_numpy()
-        keep = diagnostics.kde_select(gold["score"].to_numpy(), pool, task, rng, params.sample.kde.grid)
-        pool_kl = diagnostics.report(gold["score"].to_numpy(), pool)[0]["kl_gold_silver"]
-        extra = {"kde": {"task": task, "pool": len(silver), "kept": int(keep.sum()),
-                         "dropped": int((~keep).sum()), "pool_kl_gold_silver": pool_kl}}
-        silver = silver[keep].reset_index(drop=True)
+        silver, extra = kde_filter(gold, silver, params, rng)
     schemas.write(pseudo / schemas.pseudo_file(cycle), silver, schemas.PSEUDO)
 
     summary, rows = diagnostics.report(gold["score"].to_numpy(), silver["score"].to_numpy(dtype=np.float64))

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.integrate import trapezoid
 
-from pldistill.diagnostics import histogram, keep_probability, kde_select, report
+from pldistill.diagnostics import SelectionError, histogram, keep_probability, kde_select, report
 
 
 def test_kl_is_near_zero_for_the_same_distribution_and_large_for_a_skewed_one():
@@ -65,6 +65,11 @@ def test_kde_selection_brings_silver_closer_to_gold():
     keep = kde_select(gold, pool, "regression", rng)
     before, after = report(gold, pool)[0]["kl_gold_silver"], report(gold, pool[keep])[0]["kl_gold_silver"]
     assert after < 0.8 * before, (before, after)
+
+
+def test_kde_on_scores_that_cannot_be_smoothed_says_what_to_change():
+    with pytest.raises(SelectionError, match=r"pool scores cannot be smoothed \(3 score\(s\), 1 distinct.*teacher.epochs"):
+        keep_probability(np.linspace(0, 1, 20), np.full(3, 0.5))
 
 
 def test_kde_selection_handles_a_teacher_squeezed_into_a_sliver():
