@@ -10,6 +10,7 @@ Each measurement runs in its own subprocess so its peak RSS (``ru_maxrss``) is i
   (extrapolated: rank-bm25 would take hours on all of them).
 - ``encode``: the bundled MiniLM embedding the first ``--encode-n`` sentences (what semantic sampling
   pays first; linear in n, so the full cost is extrapolated from this throughput).
+- ``torch``: the same through our torch exact path (``sample.semantic.index: torch``).
 - ``faiss``: exact (flat inner product) top-k of all ``--n`` rows, 4096 queries per search call; vs
   ``st``: sentence-transformers' ``util.semantic_search`` (torch matmul + topk, the obvious
   alternative) on the same rows; neighbour lists compared row by row. The rows are the real embeddings from
@@ -112,8 +113,8 @@ def run_faiss(k: int, chunk: int, method: str) -> dict:
     emb = np.load(OUT / "emb.npy")
     base = peak_mb()
     t0 = time.perf_counter()
-    if method == "faiss":
-        p = parse_params({}).sample.semantic
+    if method in ("faiss", "torch"):  # our neighbours() with index flat (faiss) or torch
+        p = parse_params({"sample": {"semantic": {"index": "flat" if method == "faiss" else "torch"}}}).sample.semantic
         ids = np.stack([d for _, d, _ in neighbours(emb, k, p, seed=0, chunk=p.search_chunk)])
     else:  # sentence-transformers' exact search (torch), self hit dropped the same way
         import torch
@@ -136,11 +137,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--encode-n", type=int, default=20_000)
-    ap.add_argument("--only", choices=["bm25", "encode", "faiss", "st"])
+    ap.add_argument("--only", choices=["bm25", "encode", "faiss", "torch", "st"])
     ap.add_argument("--steps", default="bm25,encode,faiss,st", help="comma-separated; others kept from summary.json")
     args = ap.parse_args()
     if args.only:  # child process: one measurement
-        if args.only in ("faiss", "st"):
+        if args.only in ("faiss", "torch", "st"):
             res = run_faiss(args.top_k, args.chunk, args.only)
         else:
             sentences = corpus(args.stsb, args.n, args.seed)
@@ -162,6 +163,12 @@ def main() -> None:
         results["faiss_vs_st"] = {"identical_rows": int((a == b).all(axis=1).sum()), "rows": len(a),
                                   "st_time_over_faiss_time": round(results["st"]["search_s"] / results["faiss"]["search_s"], 2)}
         print(json.dumps(results["faiss_vs_st"]))
+        summary.write_text(json.dumps(results, indent=2) + "\n")
+    if {"faiss", "torch"} <= set(results):
+        a, b = np.load(OUT / "ids-faiss.npy"), np.load(OUT / "ids-torch.npy")
+        results["faiss_vs_torch"] = {"identical_rows": int((a == b).all(axis=1).sum()), "rows": len(a),
+                                     "torch_time_over_faiss_time": round(results["torch"]["search_s"] / results["faiss"]["search_s"], 2)}
+        print(json.dumps(results["faiss_vs_torch"]))
         summary.write_text(json.dumps(results, indent=2) + "\n")
 
 

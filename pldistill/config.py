@@ -17,7 +17,7 @@ NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 RECIPES = ("augsbert",)
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
-FAISS_INDEXES = ("flat", "ivf", "hnsw")
+FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression",)  # classification arrives with its metrics
 BUNDLED_MODELS = ("all-MiniLM-L6-v2",)  # `bundled:<name>`; weights and sha256 in pldistill.models
 
@@ -121,7 +121,7 @@ class SemanticParams(_Section):
     """Semantic-search sampling: top-k cosine neighbours from an encoder, searched with faiss."""
 
     encoder: str = "gold"  # gold: the bi-encoder trained on the gold pairs (stage `gold`); or a model spec
-    index: str = "flat"  # flat: exact inner product; ivf / hnsw: approximate, for large corpora
+    index: str = "flat"  # flat: exact (faiss); torch: exact (torch matmul); ivf / hnsw: approximate (faiss)
     nlist: int = Field(1024, ge=1)  # ivf: clusters (capped at sentences / 39, faiss's minimum per cluster)
     nprobe: int = Field(16, ge=1)  # ivf: clusters visited per query
     hnsw_m: int = Field(32, ge=4)  # hnsw: links per node

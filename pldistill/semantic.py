@@ -1,4 +1,5 @@
-"""Top-k cosine neighbours of a set of embeddings with faiss: exact (flat) or approximate (IVF, HNSW).
+"""Top-k cosine neighbours of a set of embeddings: exact (faiss flat, or torch) or approximate (faiss
+IVF, HNSW).
 
 Embeddings are L2-normalised, so inner product = cosine. Queries go through the index a chunk at a
 time, so memory is the index itself plus one (chunk, k + 1) result block, never an N x N matrix.
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 
 import faiss
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from pldistill.config import SemanticParams
@@ -19,10 +21,33 @@ from pldistill.config import SemanticParams
 _MIN_POINTS_PER_CENTROID = 39
 
 
-def build_index(emb: np.ndarray, params: SemanticParams, seed: int) -> faiss.Index:
+class TorchExact:
+    """Exact inner-product search with torch matmul + topk, faiss's ``search`` interface.
+
+    On a 2-core CPU it ran 3.7x faster than faiss's flat index over 200,000 rows (README benchmarks);
+    queries go in blocks of ``block`` so memory is one (block, n) float32 score matrix.
+    """
+
+    def __init__(self, emb: np.ndarray, block: int = 256):
+        self.emb, self.block = torch.from_numpy(emb), block
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sims, ids = [], []
+        with torch.inference_mode():
+            for start in range(0, len(queries), self.block):
+                scores = torch.from_numpy(queries[start : start + self.block]) @ self.emb.T  # (block, n)
+                s, i = torch.topk(scores, k, dim=1)
+                sims.append(s.numpy())
+                ids.append(i.numpy())
+        return np.concatenate(sims), np.concatenate(ids)
+
+
+def build_index(emb: np.ndarray, params: SemanticParams, seed: int) -> faiss.Index | TorchExact:
     """An inner-product index over ``emb`` (n, dim) float32; IVF's k-means is seeded with ``seed``."""
     emb = np.ascontiguousarray(emb, dtype=np.float32)
     n, dim = emb.shape
+    if params.index == "torch":
+        return TorchExact(emb)
     if params.index == "flat":
         index = faiss.IndexFlatIP(dim)
     elif params.index == "ivf":
@@ -53,7 +78,7 @@ def neighbours(
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield (query index, neighbour indices, cosines): each row's ``k`` nearest other rows of ``emb``.
 
-    A row never retrieves itself. With the exact (flat) index, ties (equal cosines, e.g. duplicate
+    A row never retrieves itself. With the exact searches (flat, torch), ties (equal cosines, e.g. duplicate
     embeddings) go to the lower index, as in the BM25 top-k, as long as a tie group fits in the k + 5
     hits fetched; approximate indexes return whichever tied rows their search reaches.
     """

@@ -21,20 +21,22 @@ def semantic_params(**kw):
 
 
 @pytest.mark.parametrize("chunk", [7, 256])
-def test_exact_faiss_top_k_equals_numpy_brute_force(chunk):
+@pytest.mark.parametrize("index", ["flat", "torch"])
+def test_exact_faiss_top_k_equals_numpy_brute_force(chunk, index):
     emb = unit(500)
     expected, sims = brute_force(emb, 5)
-    got = list(neighbours(emb, 5, semantic_params(index="flat"), seed=0, chunk=chunk, progress=False))
+    got = list(neighbours(emb, 5, semantic_params(index=index), seed=0, chunk=chunk, progress=False))
     assert [q for q, _, _ in got] == list(range(500))
     for (q, idx, val), exp in zip(got, expected):
         assert idx.tolist() == exp.tolist()
         np.testing.assert_allclose(val, sims[q, exp], rtol=1e-5, atol=1e-6)
 
 
-def test_a_sentence_is_never_its_own_neighbour_and_ties_go_to_the_lower_index():
+@pytest.mark.parametrize("index", ["flat", "torch"])
+def test_a_sentence_is_never_its_own_neighbour_and_ties_go_to_the_lower_index(index):
     base = unit(20)
     emb = np.concatenate([base, base, base, base])  # every row has 3 exact copies, 20 apart
-    for q, idx, _ in neighbours(emb, 2, semantic_params(), seed=0, progress=False):
+    for q, idx, _ in neighbours(emb, 2, semantic_params(index=index), seed=0, progress=False):
         copies = [c for c in range(q % 20, 80, 20) if c != q]
         assert idx.tolist() == copies[:2]  # cosine 1, the two lowest-indexed other copies
 
