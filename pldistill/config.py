@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-RECIPES = ("augsbert",)
+RECIPES = ("augsbert", "trans-encoder")
+PAIR_SPLITS = ("train", "dev", "test")
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression",)  # classification arrives with its metrics
@@ -153,10 +154,9 @@ class SampleParams(_Section):
     _known_strategy = field_validator("strategy")(lambda v: _one_of(v, STRATEGIES))
 
 
-class TrainParams(_Section):
-    """How one model (teacher or student) is initialised and trained."""
+class StepParams(_Section):
+    """How a model is trained, whatever it starts from."""
 
-    model: str = "bundled:all-MiniLM-L6-v2"
     epochs: int = Field(1, ge=1)
     batch_size: int = Field(16, ge=1)
     lr: float = Field(2e-5, gt=0)
@@ -165,9 +165,62 @@ class TrainParams(_Section):
     max_length: int = Field(128, ge=8)
     evals_per_epoch: int = Field(4, ge=1)
     bf16: Bf16 = False
+
+
+class TrainParams(StepParams):
+    """How one model (teacher or student) is initialised and trained."""
+
+    model: str = "bundled:all-MiniLM-L6-v2"
     trust_remote_code: bool = False
 
     _known_model = field_validator("model")(_model_spec)
+
+
+class TransCrossParams(StepParams):
+    """Trans-Encoder bi->cross step (paper, Table 16): soft BCE, lr 2e-5, batch 32, 1 epoch, length 64."""
+
+    batch_size: int = Field(32, ge=1)
+    max_length: int = Field(64, ge=8)
+
+
+class TransBiParams(StepParams):
+    """Trans-Encoder cross->bi step (paper, Table 16): cosine MSE, lr 5e-5, batch 128, 10 epochs, length 32."""
+
+    epochs: int = Field(10, ge=1)
+    batch_size: int = Field(128, ge=1)
+    lr: float = Field(5e-5, gt=0)
+    warmup: float = Field(0.0, ge=0, lt=1)
+    max_length: int = Field(32, ge=8)
+    evals_per_epoch: int = Field(1, ge=1)
+
+
+class MutualModel(_Section):
+    """One more model pair for mutual distillation: a starting bi-encoder and a cross-encoder base."""
+
+    bi: str
+    cross: str | None = None  # null: the same spec as `bi` (the paper's setting: one PLM, two roles)
+
+    _known_models = field_validator("bi", "cross")(lambda v: v if v is None else _model_spec(v))
+
+
+class TransParams(_Section):
+    """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
+
+    init: Literal["refresh", "sequential"] = "refresh"
+    splits: tuple[str, ...] = PAIR_SPLITS  # whose pairs (labels dropped) are learned; drop test: inductive
+    sampled: bool = False  # also learn the pairs stage `sample` found
+    target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
+    mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
+    cross: TransCrossParams = TransCrossParams()
+    bi: TransBiParams = TransBiParams()
+
+    @field_validator("splits")
+    @classmethod
+    def _known_splits(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if s not in PAIR_SPLITS]
+        if bad or not v or len(set(v)) < len(v):
+            raise ValueError(f"expected distinct splits among {', '.join(PAIR_SPLITS)}; found {list(v)}")
+        return v
 
 
 class LabelParams(_Section):
@@ -190,6 +243,7 @@ class Params(_Section):
     teacher: TrainParams = TrainParams()
     label: LabelParams = LabelParams()
     student: TrainParams = TrainParams()
+    trans: TransParams = TransParams()
     evaluate: EvaluateParams = EvaluateParams()
 
     _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))

@@ -45,12 +45,15 @@ PSEUDO = pa.schema(
 )
 
 
-# File names inside the stage output folders that dvc.yaml names (data/pairs/, data/pseudo/).
+# File names inside the stage output folders that dvc.yaml names (data/pairs/, data/silver/, data/pseudo/).
 CANDIDATES_FILE = "candidates.parquet"
+SILVER_FILE = "silver.parquet"  # the teacher's labels of the candidates (stage label)
 
 
-def pseudo_file(cycle: int) -> str:
-    return f"cycle-{cycle:02d}.parquet"
+def pseudo_file(cycle: int, labeller: str | None = None) -> str:
+    """cycle-01.parquet: what the student learned in cycle 1; cycle-01-cross.parquet: the labels the
+    cross-encoder(s) gave in cycle 1 of a recipe where several models label (trans-encoder)."""
+    return f"cycle-{cycle:02d}.parquet" if labeller is None else f"cycle-{cycle:02d}-{labeller}.parquet"
 
 
 class SchemaError(ValueError):

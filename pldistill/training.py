@@ -15,7 +15,7 @@ from transformers import get_linear_schedule_with_warmup
 
 import pandas as pd
 
-from pldistill.config import EvaluateParams, TrainParams
+from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, autocast
@@ -51,7 +51,13 @@ def dev_spearman(model: BiEncoder | CrossModel, dev: pd.DataFrame, params: Evalu
     return score
 
 
-def _optimizer(module: torch.nn.Module, params: TrainParams) -> torch.optim.Optimizer:
+def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame], params: EvaluateParams) -> dict:
+    """{split: {"spearman", "pearson"}} of the model's scores against each split's gold scores."""
+    return {name: correlation(model.score(df["sentence1"], df["sentence2"], params.batch_size, params.bf16),
+                              df["score"]) for name, df in splits.items()}
+
+
+def _optimizer(module: torch.nn.Module, params: StepParams) -> torch.optim.Optimizer:
     decay, no_decay = [], []
     for name, p in module.named_parameters():
         if p.requires_grad:
@@ -67,7 +73,7 @@ def fit(
     s2: list[str],
     target: np.ndarray,
     dev_score: Callable[[], float],
-    params: TrainParams,
+    params: StepParams,
     generator: torch.Generator,
     desc: str = "train",
 ) -> FitResult:

@@ -1,5 +1,11 @@
-"""distill: the bi-encoder student learns from gold + the teacher's silver labels; writes models/bi and
-models/cross (for augsbert, the teacher itself)."""
+"""distill: train the student the recipe asks for; writes data/pseudo (what was learned, per cycle),
+models/bi, models/cross and a score-per-cycle plot.
+
+- augsbert: the bi-encoder learns gold + the teacher's silver labels; models/cross is the teacher.
+- trans-encoder: `cycles` rounds of bi-encoder -> cross-encoder -> bi-encoder labelling, no gold
+  score used for training; the best bi- and cross-encoder on dev become models/bi and models/cross.
+  Finished steps live in a store outside DVC's outputs (pldistill.store), so a rerun resumes.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +14,133 @@ from pathlib import Path
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_json
+from pldistill.cycles import LABELS, MODEL, Step, TransEncoder, run_fingerprint, unlabelled_pairs
+from pldistill.io import atomic_dir, write_csv_rows, write_json
+from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
-from pldistill.training import train_bi_encoder
+from pldistill.store import Store
+from pldistill.training import split_scores, train_bi_encoder
+
+CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]
 
 
-def distill(params: Params, clean: Path, pseudo: Path, teacher: Path, bi: Path, cross: Path, report: Path,
-            curve: Path) -> dict:
+def _copy_dir(src: Path, dst: Path) -> None:
+    with atomic_dir(dst) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+
+
+def _row(cycle: int, bi: dict | None, cross: dict | None) -> list:
+    """One line of the score-per-cycle plot: Spearman x100 on dev and test (blank where no model)."""
+    return [cycle, *(("" if b is None else b[s]["spearman"]) for b in (bi, cross) for s in ("dev", "test"))]
+
+
+def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
+             report: Path, curve: Path, cycles_plot: Path) -> dict:
     """Train the student bi-encoder with a cosine-similarity MSE on gold + silver."""
     _, gen = seed_all(params.seed)
     gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
-    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
-    cycle = 1
-    silver = schemas.read(pseudo / schemas.pseudo_file(cycle), schemas.PSEUDO)
-    s1 = [*gold["sentence1"], *silver["sentence1"]]
-    s2 = [*gold["sentence2"], *silver["sentence2"]]
-    y = [*gold["score"], *silver["score"]]
-    student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, dev, gen, desc="student")
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    labelled = schemas.read(silver / schemas.SILVER_FILE, schemas.PSEUDO)
+    s1 = [*gold["sentence1"], *labelled["sentence1"]]
+    s2 = [*gold["sentence2"], *labelled["sentence2"]]
+    y = [*gold["score"], *labelled["score"]]
+    student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, scored["dev"], gen, desc="student")
     student.save(bi)
-    with atomic_dir(cross) as tmp:  # the teacher is this recipe's selected cross-encoder
-        shutil.copytree(teacher, tmp, dirs_exist_ok=True)
+    _copy_dir(teacher, cross)  # the teacher is this recipe's cross-encoder
+    with atomic_dir(pseudo) as tmp:  # the silver labels the student learned in its one cycle
+        schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
+    sp, ep = params.student, params.evaluate
+    start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    teacher_model = CrossModel.load(str(teacher), params.teacher.max_length)
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(0, split_scores(start, scored, ep), None),
+                                                _row(1, split_scores(student, scored, ep),
+                                                     split_scores(teacher_model, scored, ep))])
     res.write_curve(curve)
-    result = {"cycle": cycle, "gold_pairs": len(gold), "silver_pairs": len(silver), **res.summary()}
+    result = {"recipe": "augsbert", "cycle": 1, "gold_pairs": len(gold), "silver_pairs": len(labelled),
+              **res.summary()}
     write_json(report, result)
     return result
 
 
+def _best(steps: list[Step]) -> Step:
+    """Highest dev Spearman; the earliest wins a tie."""
+    return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
+
+
+def trans_encoder(params: Params, clean: Path, pairs: Path, pseudo: Path, bi: Path, cross: Path, report: Path,
+                  curve: Path, cycles_plot: Path, store: Store | None = None) -> dict:
+    """Run or resume the Trans-Encoder cycles; write the labellings, the selected models and the scores."""
+    tp = params.trans
+    files = {s: clean / f"{s}.parquet" for s in ("train", "dev", "test")}
+    splits = {s: schemas.read(f, schemas.PAIRS) for s, f in files.items()}
+    cands_file = pairs / schemas.CANDIDATES_FILE
+    cands = schemas.read(cands_file, schemas.CANDIDATES) if tp.sampled else None
+    learned = unlabelled_pairs({s: splits[s] for s in tp.splits}, cands)
+    inputs = [files[s] for s in sorted({*tp.splits, "dev", "test"})] + ([cands_file] if tp.sampled else [])
+    store = store or Store()
+    engine = TransEncoder(params, learned, splits["dev"], splits["test"], store, run_fingerprint(params, inputs))
+    steps = engine.run(params.cycles)
+
+    def of(kind: str) -> list[Step]:
+        return [s for s in steps if s.name.split("-", 1)[1].startswith(kind)]
+
+    with atomic_dir(pseudo) as tmp:
+        for s in of("label-"):
+            cycle, labeller = int(s.name[1:3]), s.name.rsplit("-", 1)[1]
+            shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(cycle, labeller))
+    best_bi, best_cross = _best(of("bi-")), _best(of("cross-"))
+    _copy_dir(best_bi.path / MODEL, bi)
+    _copy_dir(best_cross.path / MODEL, cross)
+
+    start = steps[0].meta["members"]
+    per_cycle = []
+    rows = [_row(0, _best_member(start), None)]
+    curve_rows, offset = [], 0
+    for c in range(1, params.cycles + 1):
+        bis = [s for s in of("bi-") if s.name.startswith(f"c{c:02d}-")]
+        crosses = [s for s in of("cross-") if s.name.startswith(f"c{c:02d}-")]
+        per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
+        rows.append(_row(c, _best(bis).meta, _best(crosses).meta))
+        for s in bis[:1]:  # the first member's bi-encoder dev curve, cycles laid end to end
+            curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / tp.bi.epochs, 3), r["dev"]]
+                           for r in s.meta["curve"]]
+            offset += s.meta["fit"]["steps"]
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], curve_rows)
+    result = {
+        "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),
+        "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
+        "start": start, "per_cycle": per_cycle,
+        "selected": {"bi": _pick(best_bi), "cross": _pick(best_cross)},
+        "steps": {"computed": [s.name for s in steps if s.computed], "reused": [s.name for s in steps if not s.computed],
+                  "seconds": round(sum(s.seconds for s in steps), 1)},
+        "store": {"root": str(store.root), "corrupt_moved_aside": store.corrupt},
+    }
+    write_json(report, result)
+    return result
+
+
+def _best_member(scores: list[dict]) -> dict:
+    return max(scores, key=lambda m: m["dev"]["spearman"])
+
+
+def _summary(s: Step) -> dict:
+    return {"step": s.name, "dev": s.meta["dev"], "test": s.meta["test"], "best_step": s.meta["fit"]["best_step"],
+            "train_seconds": s.meta["fit"]["train_seconds"]}
+
+
+def _pick(s: Step) -> dict:
+    return {"step": s.name, "cycle": int(s.name[1:3]), "dev": s.meta["dev"], "test": s.meta["test"]}
+
+
+def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,
+            cross: Path, report: Path, curve: Path, cycles_plot: Path) -> dict:
+    """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo."""
+    if params.recipe == "trans-encoder":
+        return trans_encoder(params, clean, pairs, pseudo, bi, cross, report, curve, cycles_plot)
+    return augsbert(params, clean, silver, teacher, pseudo, bi, cross, report, curve, cycles_plot)
+
+
 if __name__ == "__main__":
-    run_stage(distill, ["clean", "pseudo", "teacher", "bi", "cross", "report", "curve"])
+    run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
+                        "cycles_plot"])

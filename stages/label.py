@@ -1,5 +1,8 @@
 """label: the teacher scores the candidate pairs (for `kde`, then keeps those that make the silver score
-distribution match the gold one); writes data/pseudo/cycle-01.parquet and the label diagnostics."""
+distribution match the gold one); writes data/silver/silver.parquet and the label diagnostics.
+
+recipe trans-encoder has no teacher: its labellings happen inside stage distill, so this stage writes
+an empty silver set and says so."""
 
 from __future__ import annotations
 
@@ -40,12 +43,15 @@ def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.r
     return pool[keep].reset_index(drop=True), extra
 
 
-def label(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path, report: Path,
+def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
           density: Path) -> dict:
     """Label the candidates with the teacher; KDE-select when sample.strategy is kde; report diagnostics."""
     rng, _ = seed_all(params.seed)
     gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
     cands = schemas.read(pairs / schemas.CANDIDATES_FILE, schemas.CANDIDATES)
+    skipped = params.recipe == "trans-encoder"
+    if skipped:
+        cands = cands.iloc[:0]
     cycle = 1
     silver = pd.DataFrame(columns=schemas.PSEUDO.names)
     seconds = 0.0
@@ -60,11 +66,12 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path,
     extra: dict = {}
     if params.sample.strategy == "kde" and len(silver):
         silver, extra = kde_filter(gold, silver, params, rng)
-    schemas.write(pseudo / schemas.pseudo_file(cycle), silver, schemas.PSEUDO)
+    schemas.write(silver_dir / schemas.SILVER_FILE, silver, schemas.PSEUDO)
 
     summary, rows = diagnostics.report(gold["score"].to_numpy(), silver["score"].to_numpy(dtype=np.float64))
     write_csv_rows(density, ["score", "gold", "silver"], rows)
     result = {
+        **({"skipped": "recipe trans-encoder labels inside stage distill"} if skipped else {}),
         "cycle": cycle, "strategy": params.sample.strategy, "candidates": len(cands), **summary, **extra,
         "label_seconds": round(seconds, 1),
         "label_pairs_per_s": round(len(cands) / seconds, 1) if seconds else None,
@@ -74,4 +81,4 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, pseudo: Path,
 
 
 if __name__ == "__main__":
-    run_stage(label, ["clean", "pairs", "teacher", "pseudo", "report", "density"])
+    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import atomic_dir, write_csv_rows, write_json
 from pldistill.models import CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.training import dev_spearman, fit
@@ -14,6 +14,8 @@ from pldistill.training import dev_spearman, fit
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Train the Augmented-SBERT teacher: a cross-encoder with soft BCE on scores in [0, 1]."""
+    if params.recipe == "trans-encoder":  # unsupervised: no cross-encoder may learn the gold scores
+        return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without gold labels")
     _, gen = seed_all(params.seed)
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
@@ -28,6 +30,16 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     model.save(out)
     res.write_curve(curve)
     result = {"model": tp.model, "train_pairs": len(s1), **res.summary()}
+    write_json(report, result)
+    return result
+
+
+def skip(out: Path, report: Path, curve: Path, reason: str) -> dict:
+    """Write the stage's outputs for a recipe that has no teacher: a note instead of a model."""
+    with atomic_dir(out) as tmp:
+        (tmp / "SKIPPED.txt").write_text(reason + "\n")
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [])
+    result = {"skipped": reason}
     write_json(report, result)
     return result
 

@@ -24,10 +24,11 @@ def run_chain(params, root):
     gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
     sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
     teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
-    label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/pseudo",
+    label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/silver",
           m / "label.json", m / "score-density.csv")
-    distill(params, root / "data/clean", root / "data/pseudo", root / "models/teacher", root / "models/bi",
-            root / "models/cross", m / "distill.json", m / "student-dev.csv")
+    distill(params, root / "data/clean", root / "data/pairs", root / "data/silver", root / "models/teacher",
+            root / "data/pseudo", root / "models/bi", root / "models/cross", m / "distill.json", m / "student-dev.csv",
+            m / "cycles.csv")
     return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", root / "models/gold",
                     m / "eval.json", m / "test-predictions.csv")
 
@@ -70,7 +71,7 @@ def test_same_seed_gives_same_artifacts(small, tmp_path):
     for side in ("teacher", "gold", "distill"):  # both models really trained, so equal weights mean something
         assert json.loads((tmp_path / "a/metrics" / f"{side}.json").read_text())["best_step"] > 0
     for rel in ("data/raw/demo/train.parquet", "data/clean/train.parquet", "data/pairs/candidates.parquet",
-                "data/pseudo/cycle-01.parquet", "models/teacher/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
+                "data/silver/silver.parquet", "data/pseudo/cycle-01.parquet", "metrics/cycles.csv", "models/teacher/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
                 "metrics/score-density.csv",
                 "models/cross/model.safetensors"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
@@ -97,9 +98,9 @@ def test_every_strategy_runs_through_label(small, tmp_path, strategy):
     gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
     s = sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
     teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
-    r = label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/pseudo",
+    r = label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/silver",
               m / "label.json", m / "score-density.csv")
-    pseudo = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
+    pseudo = schemas.read(root / "data/silver/silver.parquet", schemas.PSEUDO)
     assert r["silver_pairs"] == len(pseudo)
     if strategy == "kde":  # the barely trained teacher squeezes scores into a sliver: KDE keeps few
         assert s["candidates"] == 400 and r["kde"]["pool"] == 400

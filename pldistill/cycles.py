@@ -1,0 +1,250 @@
+"""Trans-Encoder (Liu et al., 2022): a bi- and a cross-encoder label the same unlabelled pairs for each
+other, `cycles` times. Mutual distillation runs several model pairs side by side; every labelling is
+the mean of all their predictions.
+
+Cycle c:  label-bi     the bi-encoders of cycle c-1 (cycle 1: the starting ones) score the pairs
+          cross-<m>    each cross-encoder learns those scores (soft BCE, both pair orders)
+          label-cross  the cross-encoders score the pairs
+          bi-<m>       each bi-encoder learns those scores (MSE on cosine)
+
+Every step is an entry in a Store (pldistill.store) under a key that chains the run's fingerprint
+and all the steps before it. A step already stored is reused, not recomputed; a computed step is read
+back from the store before the next step uses it, so a resumed run and an uninterrupted one go
+through the same bytes. Each step seeds itself from (seed, step name), not from a running stream.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pldistill import models as models_mod
+from pldistill import schemas
+from pldistill.config import Params, StepParams
+from pldistill.io import sha256_file
+from pldistill.metrics import correlation
+from pldistill.models import BiEncoder, CrossModel, at_length
+from pldistill.runtime import seed_all
+from pldistill.store import Store, digest, fingerprint, step_key
+from pldistill.training import FitResult, fit, split_scores
+
+LABELS = "labels.parquet"  # a labelling step's file
+MODEL = "model"  # a training step's model directory
+# Code whose change must invalidate stored steps (the same files dvc.yaml lists for stage distill).
+CODE = [Path(__file__).parent / f for f in ("cycles.py", "models.py", "training.py", "losses.py", "metrics.py",
+                                            "schemas.py", "io.py", "store.py")]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model pair of the run: a starting bi-encoder and the base of its cross-encoder."""
+
+    bi: str
+    cross: str
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    key: str
+    path: Path
+    meta: dict
+    computed: bool
+    seconds: float
+
+
+def members(params: Params) -> list[Member]:
+    """The first pair is (student.model, teacher.model); trans.mutual adds more."""
+    first = Member(params.student.model, params.teacher.model)
+    return [first, *(Member(m.bi, m.cross or m.bi) for m in params.trans.mutual)]
+
+
+def unlabelled_pairs(splits: dict[str, pd.DataFrame], candidates: pd.DataFrame | None) -> pd.DataFrame:
+    """The pairs to learn, without their scores: the named splits' pairs, then sampled candidates.
+
+    ``strategy`` records where each pair came from (the split's name, or the sampling strategy); a pair
+    seen twice is kept once, where it was first seen.
+    """
+    parts = [df[["sentence1", "sentence2"]].assign(strategy=name) for name, df in splits.items()]
+    if candidates is not None:
+        parts.append(candidates[["sentence1", "sentence2", "strategy"]])
+    pairs = pd.concat(parts, ignore_index=True)
+    return pairs.drop_duplicates(["sentence1", "sentence2"], keep="first").reset_index(drop=True)
+
+
+def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
+    """A bi-encoder's cosine in [-1, 1] as a cross-encoder target in [0, 1]."""
+    if how == "clip":  # the paper's code uses the raw cosine; sentence encoders rarely go below 0
+        return np.clip(cosine, 0.0, 1.0)
+    return (cosine + 1.0) / 2.0  # affine
+
+
+def _weights_digest(spec: str) -> str | None:
+    """What identifies a model's weights: the bundled file's checked sha256, a local directory's
+    safetensors hashes, or None for a hub id (resolved by name; pin a revision by downloading it)."""
+    path = Path(models_mod.resolve(spec))
+    if not path.is_dir():
+        return None
+    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*.safetensors"))})
+
+
+def run_fingerprint(params: Params, files: list[Path]) -> str:
+    """Everything a stored step depends on except `cycles`: data files, the params the recipe reads,
+    the code, the starting weights, library versions and the device kind."""
+    used = {
+        "seed": params.seed,
+        "trans": params.trans.model_dump(mode="json"),
+        "student": params.student.model_dump(mode="json", include={"model", "max_length", "trust_remote_code"}),
+        "teacher": params.teacher.model_dump(mode="json", include={"model", "max_length", "trust_remote_code"}),
+        "label": params.label.model_dump(mode="json"),
+        "evaluate": params.evaluate.model_dump(mode="json"),
+    }
+    extra = {
+        "weights": {spec: _weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
+        "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers")},
+        "device": models_mod.device(),
+        "bf16": models_mod.native_bf16(),
+    }
+    return fingerprint([*files, *CODE], used, extra)
+
+
+def _log(msg: str) -> None:
+    print(f"[trans-encoder] {msg}", file=sys.stderr, flush=True)
+
+
+class TransEncoder:
+    """Runs the cycles over ``pairs``; dev picks checkpoints and the final models, test is only reported."""
+
+    def __init__(self, params: Params, pairs: pd.DataFrame, dev: pd.DataFrame, test: pd.DataFrame, store: Store,
+                 base: str, log: Callable[[str], None] = _log):
+        self.p, self.t = params, params.trans
+        self.pairs, self.dev, self.test = pairs, dev, test
+        self.store, self.base, self.log = store, base, log
+        self.members = members(params)
+        self.steps: list[Step] = []
+
+    # -- the step machinery -------------------------------------------------------------------------
+    def _step(self, name: str, compute: Callable[[Path, dict], None]) -> Step:
+        """Reuse the stored ``name`` step, or compute it into the store; either way, read it back."""
+        parent = self.steps[-1].key if self.steps else None  # one chain: any change upstream changes the key
+        key = step_key(self.base, name, parent)
+        entry, t0 = self.store.get(key), time.perf_counter()
+        computed = entry is None
+        if computed:
+            self.log(f"{name}: computing")
+            seed_all(int(digest({"seed": self.p.seed, "step": name})[:8], 16))  # e.g. a new head's init
+            meta: dict = {"step": name}
+            with self.store.put(key, meta) as tmp:
+                compute(tmp, meta)
+            entry = self.store.get(key)
+            if entry is None:
+                raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
+        else:
+            self.log(f"{name}: reused ({entry})")
+        step = Step(name, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
+        self.steps.append(step)
+        return step
+
+    def _scores(self, model: BiEncoder | CrossModel) -> dict:
+        return split_scores(model, {"dev": self.dev, "test": self.test}, self.p.evaluate)
+
+    def _fit(self, model: BiEncoder | CrossModel, loss, s1: list[str], s2: list[str], y: np.ndarray,
+             step: StepParams, desc: str) -> FitResult:
+        """Train at ``step.max_length``; score dev at the model's full length, as evaluation will."""
+        full = model.max_length
+
+        def dev_score() -> float:
+            with at_length(model, full):
+                pred = model.score(self.dev["sentence1"], self.dev["sentence2"], self.p.evaluate.batch_size,
+                                   self.p.evaluate.bf16)
+            return correlation(pred, self.dev["score"])["spearman"]
+
+        _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
+        with at_length(model, step.max_length):
+            return fit(model.module, loss, s1, s2, y, dev_score, step, gen, desc=desc)
+
+    # -- the four kinds of step ---------------------------------------------------------------------
+    def _start(self, tmp: Path, meta: dict) -> None:
+        sp = self.p.student
+        meta["members"] = [self._scores(BiEncoder.load(m.bi, sp.max_length, sp.trust_remote_code)) for m in self.members]
+
+    def _write_labels(self, tmp: Path, meta: dict, cycle: int, score: np.ndarray, logit: np.ndarray | None,
+                      labellers: list[str]) -> None:
+        out = self.pairs.assign(score=score.astype(np.float64),
+                                logit=None if logit is None else logit.astype(np.float64),
+                                labeller="+".join(labellers), cycle=cycle)
+        schemas.write(tmp / LABELS, out, schemas.PSEUDO)
+        meta.update(labellers=labellers, pairs=len(out), score_mean=round(float(score.mean()), 4),
+                    score_std=round(float(score.std()), 4))
+
+    def _label_bi(self, tmp: Path, meta: dict, cycle: int, prev: list[Step]) -> None:
+        sp, lp = self.p.student, self.p.label
+        if prev:
+            specs = [(str(s.path / MODEL), f"bi:{s.name}@{sha256_file(s.path / MODEL / 'model.safetensors')[:12]}")
+                     for s in prev]
+        else:
+            specs = [(m.bi, f"bi:{m.bi}") for m in self.members]
+        targets = []
+        for spec, _ in specs:
+            model = BiEncoder.load(spec, sp.max_length, sp.trust_remote_code if not prev else False)
+            cos = model.score(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16, progress=True)
+            targets.append(to_target(cos.astype(np.float64), self.t.target))
+        self._write_labels(tmp, meta, cycle, np.mean(targets, axis=0), None, [name for _, name in specs])
+
+    def _label_cross(self, tmp: Path, meta: dict, cycle: int, crosses: list[Step]) -> None:
+        tp, lp = self.p.teacher, self.p.label
+        logits = []
+        for s in crosses:
+            model = CrossModel.load(str(s.path / MODEL), tp.max_length)
+            logits.append(model.logits(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16,
+                                       progress=True).astype(np.float64))
+        logits = np.asarray(logits)  # (members, pairs)
+        names = [f"cross:{s.name}@{sha256_file(s.path / MODEL / 'model.safetensors')[:12]}" for s in crosses]
+        # Mutual: the mean of the members' probabilities; `logit` holds the mean of their logits.
+        self._write_labels(tmp, meta, cycle, (1 / (1 + np.exp(-logits))).mean(axis=0), logits.mean(axis=0), names)
+
+    def _train(self, tmp: Path, meta: dict, kind: str, start: str, labels: Step, desc: str) -> None:
+        df = schemas.read(labels.path / LABELS, schemas.PSEUDO)
+        s1, s2, y = list(df["sentence1"]), list(df["sentence2"]), df["score"].to_numpy()
+        if kind == "cross":
+            tp = self.p.teacher
+            model = CrossModel.load(start, tp.max_length, tp.trust_remote_code if start == tp.model else False)
+            # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
+            res = self._fit(model, model.soft_bce_loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
+        else:
+            sp = self.p.student
+            model = BiEncoder.load(start, sp.max_length, sp.trust_remote_code if start == sp.model else False)
+            res = self._fit(model, model.cosine_mse_loss, s1, s2, y, self.t.bi, desc)
+        model.save(tmp / MODEL)
+        meta.update(start=start, fit=res.summary(), curve=res.curve, **self._scores(model))
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self, cycles: int) -> list[Step]:
+        """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
+        self._step("c00-start", self._start)
+        bis: list[Step] = []
+        crosses: list[Step] = []
+        for c in range(1, cycles + 1):
+            prev_bis, prev_crosses = bis, crosses
+            lb = self._step(f"c{c:02d}-label-bi", lambda tmp, meta: self._label_bi(tmp, meta, c, prev_bis))
+            crosses = [self._step(f"c{c:02d}-cross-{i}", lambda tmp, meta, i=i, m=m: self._train(
+                tmp, meta, "cross", self._init(m.cross, prev_crosses, i), lb, f"cycle {c} cross-encoder {i}"))
+                for i, m in enumerate(self.members)]
+            lc = self._step(f"c{c:02d}-label-cross", lambda tmp, meta: self._label_cross(tmp, meta, c, crosses))
+            bis = [self._step(f"c{c:02d}-bi-{i}", lambda tmp, meta, i=i, m=m: self._train(
+                tmp, meta, "bi", self._init(m.bi, prev_bis, i), lc, f"cycle {c} bi-encoder {i}"))
+                for i, m in enumerate(self.members)]
+        return self.steps
+
+    def _init(self, original: str, previous: list[Step], i: int) -> str:
+        """refresh: the original weights every cycle; sequential: the model this member trained last."""
+        if self.t.init == "sequential" and previous:
+            return str(previous[i].path / MODEL)
+        return original

@@ -1,0 +1,229 @@
+"""Trans-Encoder cycles (pldistill.cycles, stages/distill.py with recipe trans-encoder): labels, selection,
+mutual distillation, and resuming from the store -- after more cycles, a kill, a stale or corrupt entry."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from sentence_transformers import CrossEncoder, SentenceTransformer
+
+from pldistill import schemas
+from pldistill.config import ConfigError, parse_params
+from pldistill.cycles import to_target, unlabelled_pairs
+from pldistill.models import BiEncoder, CrossModel
+from pldistill.store import Store
+from stages.distill import trans_encoder
+from tests.conftest import ROOT, make_pairs
+
+# What a finished run leaves that users rely on; all must be byte-identical between equal runs.
+ARTIFACTS = ["models/bi/model.safetensors", "models/cross/model.safetensors", "metrics/plots/cycles.csv",
+             "metrics/plots/student-dev.csv"]
+
+
+def raw_params(model: str, cycles: int = 2, **trans) -> dict:
+    step = {"epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
+    return {"seed": 7, "recipe": "trans-encoder", "cycles": cycles, "teacher": {"model": model},
+            "student": {"model": model}, "trans": {"cross": step, "bi": step, **trans},
+            "label": {"bf16": False}, "evaluate": {"bf16": False}}
+
+
+@pytest.fixture
+def clean(tmp_path):
+    out = tmp_path / "clean"
+    for split, (n, offset) in {"train": (48, 0), "dev": (24, 100), "test": (24, 200)}.items():
+        schemas.write(out / f"{split}.parquet", make_pairs(n, offset), schemas.PAIRS)
+    return out
+
+
+def run(params, clean, root, store):
+    m = root / "metrics"
+    return trans_encoder(params, clean, root / "data/pairs", root / "data/pseudo", root / "models/bi",
+                         root / "models/cross", m / "distill.json", m / "plots/student-dev.csv", m / "plots/cycles.csv",
+                         store=Store(store))
+
+
+def same_artifacts(a, b, cycles: int) -> None:
+    files = ARTIFACTS + [f"data/pseudo/cycle-{c:02d}-{who}.parquet" for c in range(1, cycles + 1) for who in ("bi", "cross")]
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def untimed(per_cycle: list[dict]) -> list[dict]:
+    return [{k: [{f: v for f, v in m.items() if f != "train_seconds"} for m in c[k]] if k != "cycle" else c[k]
+             for k in c} for c in per_cycle]
+
+
+def test_unlabelled_pairs_keep_each_pair_once_and_say_where_it_came_from():
+    train = pd.DataFrame({"sentence1": ["a", "b"], "sentence2": ["x", "y"], "score": [0.1, 0.2]})
+    dev = pd.DataFrame({"sentence1": ["a", "c"], "sentence2": ["x", "z"], "score": [0.9, 0.3]})
+    cands = pd.DataFrame({"sentence1": ["c", "d"], "sentence2": ["z", "w"], "strategy": ["bm25", "bm25"]})
+    pairs = unlabelled_pairs({"train": train, "dev": dev}, cands)
+    assert list(pairs.columns) == ["sentence1", "sentence2", "strategy"]  # no scores: nothing gold is learned
+    assert pairs.values.tolist() == [["a", "x", "train"], ["b", "y", "train"], ["c", "z", "dev"], ["d", "w", "bm25"]]
+
+
+def test_cosine_targets_are_in_unit_interval():
+    cos = np.array([-0.5, 0.0, 0.3, 1.0])
+    assert to_target(cos, "clip").tolist() == [0.0, 0.0, 0.3, 1.0]
+    assert to_target(cos, "affine").tolist() == [0.25, 0.5, 0.65, 1.0]
+
+
+def test_trans_params_are_checked(tiny_model_dir):
+    with pytest.raises(ConfigError, match="trans.splits.*expected distinct splits"):
+        parse_params(raw_params(str(tiny_model_dir), splits=["train", "gold"]))
+    with pytest.raises(ConfigError, match="trans.init"):
+        parse_params(raw_params(str(tiny_model_dir), init="warm"))
+    with pytest.raises(ConfigError, match="cycles must be 1"):
+        parse_params({**raw_params(str(tiny_model_dir)), "recipe": "augsbert"})
+
+
+def test_cycles_write_labels_models_and_scores(tiny_model_dir, clean, tmp_path):
+    params = parse_params(raw_params(str(tiny_model_dir), splits=["train", "dev"]))
+    r = run(params, clean, tmp_path, tmp_path / "store")
+    assert r["pairs"] == 72 and r["pairs_by_source"] == {"dev": 24, "train": 48}  # test pairs kept out
+    assert r["steps"]["reused"] == [] and r["steps"]["computed"][0] == "c00-start"
+    for c in (1, 2):
+        bi = schemas.read(tmp_path / f"data/pseudo/cycle-{c:02d}-bi.parquet", schemas.PSEUDO)
+        cross = schemas.read(tmp_path / f"data/pseudo/cycle-{c:02d}-cross.parquet", schemas.PSEUDO)
+        assert len(bi) == len(cross) == 72 and (bi["cycle"] == c).all()
+        assert bi["score"].between(0, 1).all() and bi["logit"].isna().all()
+        np.testing.assert_allclose(cross["score"], 1 / (1 + np.exp(-cross["logit"])))  # one member: sigmoid(logit)
+        assert bi["labeller"].iloc[0] == (f"bi:{tiny_model_dir}" if c == 1 else "bi:c01-bi-0@" + bi["labeller"].iloc[0][-12:])
+        assert cross["labeller"].iloc[0].startswith(f"cross:c{c:02d}-cross-0@")
+
+    # The cross-encoder labels of cycle 1 are what the stored cycle-1 cross-encoder predicts.
+    cross1 = schemas.read(tmp_path / "data/pseudo/cycle-01-cross.parquet", schemas.PSEUDO)
+    again = CrossModel.load(str(tmp_path / "store" / _key(r, tmp_path, "c01-cross-0") / "model"), 128)
+    np.testing.assert_allclose(again.logits(cross1["sentence1"], cross1["sentence2"], bf16=False), cross1["logit"],
+                               rtol=1e-5, atol=1e-5)
+
+    # The selected models are the best on dev across cycles, and load with plain sentence-transformers.
+    per = r["per_cycle"]
+    assert r["selected"]["bi"]["dev"]["spearman"] == max(b["dev"]["spearman"] for c in per for b in c["bi"])
+    assert r["selected"]["cross"]["dev"]["spearman"] == max(x["dev"]["spearman"] for c in per for x in c["cross"])
+    dev = pd.read_parquet(clean / "dev.parquet")
+    bi = BiEncoder.load(str(tmp_path / "models/bi"))
+    from pldistill.metrics import correlation
+    assert correlation(bi.score(dev["sentence1"], dev["sentence2"], bf16=False), dev["score"]) == r["selected"]["bi"]["dev"]
+    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST"])
+    CrossEncoder(str(tmp_path / "models/cross"), device="cpu").predict([("a", "b")])
+
+    plot = pd.read_csv(tmp_path / "metrics/plots/cycles.csv")
+    assert plot["cycle"].tolist() == [0, 1, 2] and pd.isna(plot["cross_dev"].iloc[0])
+    assert plot["bi_dev"].tolist()[1:] == [c["bi"][0]["dev"]["spearman"] for c in per]
+    assert json.loads((tmp_path / "metrics/distill.json").read_text()) == r
+
+
+def _key(report, root, step):
+    """The store entry of ``step`` (found by its manifest)."""
+    for d in (root / "store").iterdir():
+        manifest = d / "MANIFEST.json"
+        if manifest.is_file() and json.loads(manifest.read_text())["meta"]["step"] == step:
+            return d.name
+    raise AssertionError(f"no stored {step}")
+
+
+def test_more_cycles_compute_only_the_new_ones_and_equal_a_cold_run(tiny_model_dir, clean, tmp_path):
+    model = str(tiny_model_dir)
+    run(parse_params(raw_params(model, cycles=2)), clean, tmp_path / "warm", tmp_path / "store")
+    r = run(parse_params(raw_params(model, cycles=3)), clean, tmp_path / "warm", tmp_path / "store")
+    assert all(s.startswith("c03-") for s in r["steps"]["computed"]) and len(r["steps"]["computed"]) == 4
+    assert len(r["steps"]["reused"]) == 9  # start + 4 steps x 2 cycles
+    cold = run(parse_params(raw_params(model, cycles=3)), clean, tmp_path / "cold", tmp_path / "cold-store")
+    assert len(cold["steps"]["computed"]) == 13
+    same_artifacts(tmp_path / "warm", tmp_path / "cold", 3)
+    assert untimed(cold["per_cycle"]) == untimed(r["per_cycle"]) and cold["selected"] == r["selected"]
+
+
+def test_a_changed_input_reuses_nothing(tiny_model_dir, clean, tmp_path):
+    model = str(tiny_model_dir)
+    run(parse_params(raw_params(model)), clean, tmp_path, tmp_path / "store")
+    r = run(parse_params(raw_params(model, target="affine")), clean, tmp_path, tmp_path / "store")
+    assert r["steps"]["reused"] == []
+    dev = pd.read_parquet(clean / "dev.parquet")
+    schemas.write(clean / "dev.parquet", dev.assign(score=dev["score"][::-1].to_numpy()), schemas.PAIRS)
+    r = run(parse_params(raw_params(model)), clean, tmp_path, tmp_path / "store")
+    assert r["steps"]["reused"] == []  # new dev labels change checkpoint selection, so every step is stale
+
+
+def test_a_corrupt_entry_is_detected_and_recomputed(tiny_model_dir, clean, tmp_path):
+    params = parse_params(raw_params(str(tiny_model_dir)))
+    run(params, clean, tmp_path / "a", tmp_path / "store")
+    weights = tmp_path / "store" / _key(None, tmp_path, "c01-bi-0") / "model/model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit in the stored cycle-1 bi-encoder
+    weights.write_bytes(bytes(data))
+    r = run(params, clean, tmp_path / "b", tmp_path / "store")
+    assert len(r["store"]["corrupt_moved_aside"]) == 1
+    assert r["steps"]["computed"] == ["c01-bi-0"]  # only the damaged step; its recomputed bytes match the chain
+    same_artifacts(tmp_path / "a", tmp_path / "b", 2)
+
+
+def test_mutual_labels_are_the_mean_of_both_models(tiny_model_dir, clean, tmp_path):
+    model = str(tiny_model_dir)
+    params = parse_params(raw_params(model, cycles=1, mutual=[{"bi": model}]))
+    r = run(params, clean, tmp_path, tmp_path / "store")
+    assert r["members"] == 2 and [x["step"] for x in r["per_cycle"][0]["cross"]] == ["c01-cross-0", "c01-cross-1"]
+    labels = schemas.read(tmp_path / "data/pseudo/cycle-01-cross.parquet", schemas.PSEUDO)
+    crosses = [CrossModel.load(str(tmp_path / "store" / _key(r, tmp_path, f"c01-cross-{i}") / "model"), 128)
+               for i in (0, 1)]
+    logits = np.array([m.logits(labels["sentence1"], labels["sentence2"], bf16=False) for m in crosses])
+    assert not np.allclose(logits[0], logits[1])  # two members really differ (own seeds)
+    np.testing.assert_allclose(labels["score"], (1 / (1 + np.exp(-logits))).mean(0), rtol=1e-5, atol=1e-6)
+    assert labels["labeller"].iloc[0].count("+") == 1
+
+
+def test_sequential_carries_weights_and_refresh_restarts(tiny_model_dir, clean, tmp_path):
+    model = str(tiny_model_dir)
+    for init in ("refresh", "sequential"):
+        run(parse_params(raw_params(model, init=init)), clean, tmp_path / init, tmp_path / init / "store")
+        meta = json.loads((tmp_path / init / "store" / _key(None, tmp_path / init, "c02-cross-0") / "MANIFEST.json")
+                          .read_text())["meta"]
+        if init == "refresh":
+            assert meta["start"] == model
+        else:
+            assert meta["start"].endswith("/model") and _key(None, tmp_path / init, "c01-cross-0") in meta["start"]
+
+
+def test_killed_run_resumes_at_the_unfinished_step(tiny_model_dir, clean, tmp_path):
+    """SIGKILL while cycle 2's cross-encoder trains; the rerun reuses cycle 1 and ends where a run that was
+    never interrupted ends, byte for byte."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw_params(str(tiny_model_dir), cycles=2)))
+
+    def cli(root, store):
+        args = [sys.executable, "-m", "stages.distill", "--params", str(tmp_path / "params.yaml"), "--clean", str(clean),
+                "--pairs", str(root / "data/pairs"), "--silver", str(root / "data/silver"),
+                "--teacher", str(root / "models/teacher"), "--pseudo", str(root / "data/pseudo"),
+                "--bi", str(root / "models/bi"), "--cross", str(root / "models/cross"),
+                "--report", str(root / "metrics/distill.json"), "--curve", str(root / "metrics/plots/student-dev.csv"),
+                "--cycles-plot", str(root / "metrics/plots/cycles.csv")]
+        env = {**os.environ, "PLDISTILL_STORE": str(store), "TQDM_DISABLE": "1"}
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    proc = cli(tmp_path / "killed", tmp_path / "store")
+    for line in proc.stderr:
+        if "c02-cross-0: computing" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL  # killed mid-run, not finished
+    assert not (tmp_path / "killed/models/bi").exists()
+
+    resumed = cli(tmp_path / "killed", tmp_path / "store")
+    out, err = resumed.communicate()
+    assert resumed.returncode == 0, err
+    report = json.loads(out)
+    assert report["steps"]["reused"] == ["c00-start", "c01-label-bi", "c01-cross-0", "c01-label-cross", "c01-bi-0",
+                                         "c02-label-bi"]
+    assert report["steps"]["computed"] == ["c02-cross-0", "c02-label-cross", "c02-bi-0"]
+
+    cold = cli(tmp_path / "cold", tmp_path / "cold-store")
+    _, err = cold.communicate()
+    assert cold.returncode == 0, err
+    same_artifacts(tmp_path / "killed", tmp_path / "cold", 2)
