@@ -1,5 +1,6 @@
 """Slow tier: the real `dvc repro` / `dvc exp run` on a copy of the project, with the tiny model."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,8 @@ def project(tmp_path, tiny_model_dir):
         (tmp_path / f).unlink(missing_ok=True)
     for f in (tmp_path / "metrics").rglob("*"):
         f.unlink() if f.is_file() else None
-    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", tmp_path)
+    sh("git init -q && git config user.name t && git config user.email t@t && git add -A && git commit -qm init",
+       tmp_path)
     return tmp_path
 
 
@@ -72,3 +74,26 @@ def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
     sh("dvc plots show -o plots-html", project)
     html = (project / "plots-html" / "index.html").read_text()
     assert "score-density" in html
+
+
+def test_trans_encoder_experiment_adds_cycles_without_redoing_them(project):
+    sh("dvc repro", project)
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
+    small = "-S recipe=trans-encoder -S trans.bi.epochs=1 -S trans.bi.batch_size=16 -S trans.cross.batch_size=16"
+    out = sh(f"dvc exp run {small} -S cycles=1", project)
+    ran = {s for s in STAGES if f"Running stage '{s}'" in out}
+    assert ran == {"teacher", "label", "distill", "evaluate"}, out[-2000:]  # teacher/label step aside
+    first = json.loads((project / "metrics/distill.json").read_text())
+    assert first["steps"]["reused"] == [] and len(first["steps"]["computed"]) == 5
+
+    # exp run resets every output to dvc.lock first; the finished cycle survives in the store.
+    out = sh(f"dvc exp run {small} -S cycles=2", project)
+    ran = {s for s in STAGES if f"Running stage '{s}'" in out}
+    assert ran == {"distill", "evaluate"}, out[-2000:]
+    second = json.loads((project / "metrics/distill.json").read_text())
+    assert second["steps"]["reused"] == first["steps"]["computed"]
+    assert all(s.startswith("c02-") for s in second["steps"]["computed"])
+    assert (project / ".pldistill-store").is_dir()  # $DVC_ROOT/.pldistill-store, git-ignored
+    assert ".pldistill-store" not in sh("git status --porcelain", project)
+    sh("dvc plots show -o plots-html", project)
+    assert "cycles.csv" in (project / "plots-html" / "index.html").read_text()

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from sentence_transformers import CrossEncoder, SentenceTransformer
@@ -116,3 +117,25 @@ def test_every_strategy_runs_through_label(small, tmp_path, strategy):
         assert s["candidates"] <= s["found"]["bm25"] + s["found"]["semantic"]
         assert set(pseudo["strategy"]) <= {"bm25", "semantic", "bm25+semantic"}
         assert sum(s["found_by"].values()) == s["candidates"]
+
+
+def test_trans_encoder_chain_trains_no_teacher_and_learns_no_gold_score(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path / "store"))
+    trans = small.trans.model_copy(update={"cross": small.trans.cross.model_copy(update={"batch_size": 8}),
+                                           "bi": small.trans.bi.model_copy(update={"epochs": 1, "batch_size": 8})})
+    params = small.model_copy(update={"recipe": "trans-encoder", "cycles": 2, "trans": trans})
+    result = run_chain(params, tmp_path)
+    assert (tmp_path / "models/teacher/SKIPPED.txt").is_file()
+    assert "skipped" in json.loads((tmp_path / "metrics/teacher.json").read_text())
+    assert json.loads((tmp_path / "metrics/label.json").read_text())["silver_pairs"] == 0
+    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    assert report["recipe"] == "trans-encoder" and len(report["per_cycle"]) == 2
+    assert result["bi"]["dev"] == report["selected"]["bi"]["dev"]  # evaluate scores the selected models
+    assert result["cross"]["test"] == report["selected"]["cross"]["test"]
+    assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == [
+        "cycle-01-bi.parquet", "cycle-01-cross.parquet", "cycle-02-bi.parquet", "cycle-02-cross.parquet"]
+    gold_train = schemas.read(tmp_path / "data/clean/train.parquet", schemas.PAIRS)
+    labels = schemas.read(tmp_path / "data/pseudo/cycle-01-bi.parquet", schemas.PSEUDO)
+    learned = labels[labels["strategy"] == "train"]
+    assert len(learned) == len(gold_train)
+    assert not np.allclose(learned["score"].to_numpy(), gold_train["score"].to_numpy())  # bi-encoder's, not gold
