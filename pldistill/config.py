@@ -198,7 +198,7 @@ class MutualModel(_Section):
     """One more model pair for mutual distillation: a starting bi-encoder and a cross-encoder base."""
 
     bi: str
-    cross: str | None = None  # null: the same spec as `bi` (the paper's setting: one PLM, two roles)
+    cross: str | None = None  # null: the same spec as `bi` (the paper starts it from the base language model)
 
     _known_models = field_validator("bi", "cross")(lambda v: v if v is None else _model_spec(v))
 
@@ -253,6 +253,14 @@ class Params(_Section):
         if self.recipe == "augsbert" and self.cycles != 1:
             raise ValueError(
                 f"recipe augsbert labels once and trains once, so cycles must be 1; found {self.cycles}"
+            )
+        s = self.sample
+        if (self.recipe == "trans-encoder" and self.trans.sampled and "semantic" in s.strategy
+                and s.semantic.encoder == "gold"):
+            raise ValueError(
+                "trans.sampled with a semantic strategy would mine pairs with the `gold` encoder, which learned "
+                "the gold scores, so the run would not be unsupervised; set sample.semantic.encoder to a model "
+                "spec (e.g. bundled:all-MiniLM-L6-v2) or use sample.strategy bm25"
             )
         return self
 

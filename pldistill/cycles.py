@@ -7,14 +7,16 @@ Cycle c:  label-bi     the bi-encoders of cycle c-1 (cycle 1: the starting ones)
           label-cross  the cross-encoders score the pairs
           bi-<m>       each bi-encoder learns those scores (MSE on cosine)
 
-Every step is an entry in a Store (pldistill.store) under a key that chains the run's fingerprint
-and all the steps before it. A step already stored is reused, not recomputed; a computed step is read
-back from the store before the next step uses it, so a resumed run and an uninterrupted one go
-through the same bytes. Each step seeds itself from (seed, step name), not from a running stream.
+Every step is an entry in a Store (pldistill.store) under a key that chains the run's fingerprint,
+the step's name and the key and stored bytes of the step before it. A step already stored is reused,
+not recomputed; a computed step is read back from the store before the next step uses it, so a
+resumed run and an uninterrupted one go through the same bytes. Each step seeds itself from
+(seed, step name), not from a running stream.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from pldistill import models as models_mod
 from pldistill import schemas
@@ -37,9 +40,12 @@ from pldistill.training import FitResult, fit, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
 MODEL = "model"  # a training step's model directory
-# Code whose change must invalidate stored steps (the same files dvc.yaml lists for stage distill).
-CODE = [Path(__file__).parent / f for f in ("cycles.py", "models.py", "training.py", "losses.py", "metrics.py",
-                                            "schemas.py", "io.py", "store.py")]
+_HERE = Path(__file__).resolve().parent
+# Code whose change must invalidate stored steps: the files dvc.yaml lists for stage distill, and the
+# modules they use (tests/test_cycles.py checks the two lists agree).
+CODE = [*(_HERE / f"{m}.py" for m in ("cycles", "models", "training", "losses", "metrics", "schemas", "io", "store",
+                                       "runtime", "config")),
+        _HERE.parent / "stages" / "distill.py"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,19 @@ class Member:
 
 @dataclass(frozen=True)
 class Step:
-    name: str
+    name: str  # c02-cross-1, c02-label-bi, c00-start
+    cycle: int
+    role: str  # start | label-bi | label-cross | cross | bi
+    member: int | None  # which model pair trained (training steps only)
     key: str
     path: Path
     meta: dict
     computed: bool
     seconds: float
+
+    @property
+    def model(self) -> Path:
+        return self.path / MODEL
 
 
 def members(params: Params) -> list[Member]:
@@ -86,18 +99,18 @@ def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
     return (cosine + 1.0) / 2.0  # affine
 
 
-def _weights_digest(spec: str) -> str | None:
-    """What identifies a model's weights: the bundled file's checked sha256, a local directory's
-    safetensors hashes, or None for a hub id (resolved by name; pin a revision by downloading it)."""
+def _weights_digest(spec: str) -> str:
+    """What identifies a starting model: the hashes of every file of a local (or bundled) directory;
+    for a hub id only its name (the hub may change a model behind a name; pin one by downloading it)."""
     path = Path(models_mod.resolve(spec))
     if not path.is_dir():
-        return None
-    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*.safetensors"))})
+        return f"hub:{spec}"
+    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
 
 
 def run_fingerprint(params: Params, files: list[Path]) -> str:
     """Everything a stored step depends on except `cycles`: data files, the params the recipe reads,
-    the code, the starting weights, library versions and the device kind."""
+    the code, the starting models, library versions and the device."""
     used = {
         "seed": params.seed,
         "trans": params.trans.model_dump(mode="json"),
@@ -107,9 +120,9 @@ def run_fingerprint(params: Params, files: list[Path]) -> str:
         "evaluate": params.evaluate.model_dump(mode="json"),
     }
     extra = {
-        "weights": {spec: _weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
-        "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers")},
-        "device": models_mod.device(),
+        "models": {spec: _weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
+        "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy")},
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "bf16": models_mod.native_bf16(),
     }
     return fingerprint([*files, *CODE], used, extra)
@@ -131,26 +144,35 @@ class TransEncoder:
         self.steps: list[Step] = []
 
     # -- the step machinery -------------------------------------------------------------------------
-    def _step(self, name: str, compute: Callable[[Path, dict], None]) -> Step:
-        """Reuse the stored ``name`` step, or compute it into the store; either way, read it back."""
-        parent = self.steps[-1].key if self.steps else None  # one chain: any change upstream changes the key
-        key = step_key(self.base, name, parent)
-        entry, t0 = self.store.get(key), time.perf_counter()
+    def _step(self, cycle: int, role: str, member: int | None, compute: Callable[[Path, dict], None]) -> Step:
+        """Reuse the stored step, or compute it into the store; either way, read it back."""
+        name = f"c{cycle:02d}-{role}" + ("" if member is None else f"-{member}")
+        prev = self.steps[-1] if self.steps else None
+        # One chain through the parent's key *and* bytes: a recomputed parent that came out different
+        # (another machine, a corrupt entry redone) makes every later step stale.
+        key = step_key(self.base, name, prev and f"{prev.key}:{self.store.content(prev.key)}")
+        t0 = time.perf_counter()
+        entry = self.store.get(key)
         computed = entry is None
         if computed:
-            self.log(f"{name}: computing")
             seed_all(int(digest({"seed": self.p.seed, "step": name})[:8], 16))  # e.g. a new head's init
             meta: dict = {"step": name}
             with self.store.put(key, meta) as tmp:
+                self.log(f"{name}: computing")
                 compute(tmp, meta)
             entry = self.store.get(key)
             if entry is None:
                 raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
         else:
             self.log(f"{name}: reused ({entry})")
-        step = Step(name, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
+        step = Step(name, cycle, role, member, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
         self.steps.append(step)
         return step
+
+    def _labeller(self, step: Step, kind: str) -> str:
+        """``bi:c01-bi-0@<weights sha256, 12>``: which stored model labelled (hash read from its manifest)."""
+        sha = self.store.files(step.key)[f"{MODEL}/model.safetensors"]["sha256"]
+        return f"{kind}:{step.name}@{sha[:12]}"
 
     def _scores(self, model: BiEncoder | CrossModel) -> dict:
         return split_scores(model, {"dev": self.dev, "test": self.test}, self.p.evaluate)
@@ -170,10 +192,17 @@ class TransEncoder:
         with at_length(model, step.max_length):
             return fit(model.module, loss, s1, s2, y, dev_score, step, gen, desc=desc)
 
-    # -- the four kinds of step ---------------------------------------------------------------------
+    # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:
-        sp = self.p.student
-        meta["members"] = [self._scores(BiEncoder.load(m.bi, sp.max_length, sp.trust_remote_code)) for m in self.members]
+        meta["members"] = [self._scores(self._load_bi(m.bi)) for m in self.members]
+
+    def _load_bi(self, spec: str) -> BiEncoder:
+        sp = self.p.student  # remote code only ever for the user's own specs, never a stored directory
+        return BiEncoder.load(spec, sp.max_length, sp.trust_remote_code and not Path(spec).is_dir())
+
+    def _load_cross(self, spec: str) -> CrossModel:
+        tp = self.p.teacher
+        return CrossModel.load(spec, tp.max_length, tp.trust_remote_code and not Path(spec).is_dir())
 
     def _write_labels(self, tmp: Path, meta: dict, cycle: int, score: np.ndarray, logit: np.ndarray | None,
                       labellers: list[str]) -> None:
@@ -185,66 +214,65 @@ class TransEncoder:
                     score_std=round(float(score.std()), 4))
 
     def _label_bi(self, tmp: Path, meta: dict, cycle: int, prev: list[Step]) -> None:
-        sp, lp = self.p.student, self.p.label
         if prev:
-            specs = [(str(s.path / MODEL), f"bi:{s.name}@{sha256_file(s.path / MODEL / 'model.safetensors')[:12]}")
-                     for s in prev]
+            specs = [(str(s.model), self._labeller(s, "bi")) for s in prev]
         else:
             specs = [(m.bi, f"bi:{m.bi}") for m in self.members]
-        targets = []
+        lp, targets = self.p.label, []
         for spec, _ in specs:
-            model = BiEncoder.load(spec, sp.max_length, sp.trust_remote_code if not prev else False)
-            cos = model.score(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16, progress=True)
+            cos = self._load_bi(spec).score(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16,
+                                            progress=True)
             targets.append(to_target(cos.astype(np.float64), self.t.target))
         self._write_labels(tmp, meta, cycle, np.mean(targets, axis=0), None, [name for _, name in specs])
 
     def _label_cross(self, tmp: Path, meta: dict, cycle: int, crosses: list[Step]) -> None:
-        tp, lp = self.p.teacher, self.p.label
-        logits = []
-        for s in crosses:
-            model = CrossModel.load(str(s.path / MODEL), tp.max_length)
-            logits.append(model.logits(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16,
-                                       progress=True).astype(np.float64))
-        logits = np.asarray(logits)  # (members, pairs)
-        names = [f"cross:{s.name}@{sha256_file(s.path / MODEL / 'model.safetensors')[:12]}" for s in crosses]
+        lp = self.p.label
+        logits = np.asarray([self._load_cross(str(s.model)).logits(
+            self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16, progress=True) for s in crosses],
+            dtype=np.float64)  # (members, pairs)
         # Mutual: the mean of the members' probabilities; `logit` holds the mean of their logits.
-        self._write_labels(tmp, meta, cycle, (1 / (1 + np.exp(-logits))).mean(axis=0), logits.mean(axis=0), names)
+        self._write_labels(tmp, meta, cycle, (1 / (1 + np.exp(-logits))).mean(axis=0), logits.mean(axis=0),
+                           [self._labeller(s, "cross") for s in crosses])
 
-    def _train(self, tmp: Path, meta: dict, kind: str, start: str, labels: Step, desc: str) -> None:
+    def _train_cross(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str) -> None:
+        s1, s2, y = self._read(labels)
+        model = self._load_cross(start)
+        # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
+        res = self._fit(model, model.soft_bce_loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
+        self._keep(tmp, meta, model, start, res)
+
+    def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str) -> None:
+        s1, s2, y = self._read(labels)
+        model = self._load_bi(start)
+        self._keep(tmp, meta, model, start, self._fit(model, model.cosine_mse_loss, s1, s2, y, self.t.bi, desc))
+
+    @staticmethod
+    def _read(labels: Step) -> tuple[list[str], list[str], np.ndarray]:
         df = schemas.read(labels.path / LABELS, schemas.PSEUDO)
-        s1, s2, y = list(df["sentence1"]), list(df["sentence2"]), df["score"].to_numpy()
-        if kind == "cross":
-            tp = self.p.teacher
-            model = CrossModel.load(start, tp.max_length, tp.trust_remote_code if start == tp.model else False)
-            # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
-            res = self._fit(model, model.soft_bce_loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
-        else:
-            sp = self.p.student
-            model = BiEncoder.load(start, sp.max_length, sp.trust_remote_code if start == sp.model else False)
-            res = self._fit(model, model.cosine_mse_loss, s1, s2, y, self.t.bi, desc)
+        return list(df["sentence1"]), list(df["sentence2"]), df["score"].to_numpy()
+
+    def _keep(self, tmp: Path, meta: dict, model: BiEncoder | CrossModel, start: str, res: FitResult) -> None:
         model.save(tmp / MODEL)
         meta.update(start=start, fit=res.summary(), curve=res.curve, **self._scores(model))
 
     # -- the run ------------------------------------------------------------------------------------
     def run(self, cycles: int) -> list[Step]:
         """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
-        self._step("c00-start", self._start)
+        self._step(0, "start", None, self._start)
         bis: list[Step] = []
-        crosses: list[Step] = []
         for c in range(1, cycles + 1):
-            prev_bis, prev_crosses = bis, crosses
-            lb = self._step(f"c{c:02d}-label-bi", lambda tmp, meta: self._label_bi(tmp, meta, c, prev_bis))
-            crosses = [self._step(f"c{c:02d}-cross-{i}", lambda tmp, meta, i=i, m=m: self._train(
-                tmp, meta, "cross", self._init(m.cross, prev_crosses, i), lb, f"cycle {c} cross-encoder {i}"))
+            labellers = [str(s.model) for s in bis] or [m.bi for m in self.members]
+            lb = self._step(c, "label-bi", None, functools.partial(self._label_bi, cycle=c, prev=bis))
+            crosses = [self._step(c, "cross", i, functools.partial(
+                self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb, desc=f"cycle {c} cross-encoder {i}"))
                 for i, m in enumerate(self.members)]
-            lc = self._step(f"c{c:02d}-label-cross", lambda tmp, meta: self._label_cross(tmp, meta, c, crosses))
-            bis = [self._step(f"c{c:02d}-bi-{i}", lambda tmp, meta, i=i, m=m: self._train(
-                tmp, meta, "bi", self._init(m.bi, prev_bis, i), lc, f"cycle {c} bi-encoder {i}"))
+            lc = self._step(c, "label-cross", None, functools.partial(self._label_cross, cycle=c, crosses=crosses))
+            bis = [self._step(c, "bi", i, functools.partial(
+                self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc, desc=f"cycle {c} bi-encoder {i}"))
                 for i, m in enumerate(self.members)]
         return self.steps
 
-    def _init(self, original: str, previous: list[Step], i: int) -> str:
-        """refresh: the original weights every cycle; sequential: the model this member trained last."""
-        if self.t.init == "sequential" and previous:
-            return str(previous[i].path / MODEL)
-        return original
+    def _init(self, original: str, labeller: str) -> str:
+        """refresh: the original weights every cycle. sequential (the paper's): start from the model that
+        just labelled -- the cross-encoder from that bi-encoder, the bi-encoder from that cross-encoder."""
+        return labeller if self.t.init == "sequential" else original

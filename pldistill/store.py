@@ -58,6 +58,16 @@ def _files(directory: Path) -> dict[str, dict]:
             for f in sorted(directory.rglob("*")) if f.is_file() and f.name != MANIFEST}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
 class Store:
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root is not None else default_root()
@@ -69,20 +79,42 @@ class Store:
     def get(self, key: str) -> Path | None:
         """The verified entry for ``key``, or None when there is none or it is corrupt."""
         entry = self.path(key)
-        manifest = entry / MANIFEST
-        if not manifest.is_file():
+        if not entry.exists():
             return None  # absent (a crash before the rename leaves only a temp dir, never this)
         try:
-            recorded = json.loads(manifest.read_text())["files"]
+            recorded = json.loads((entry / MANIFEST).read_text())["files"]
             ok = _files(entry) == recorded
-        except (ValueError, KeyError, TypeError):
-            ok = False
+        except (OSError, ValueError, KeyError, TypeError):
+            ok = False  # no readable manifest: never whole (a partial copy, a deleted file)
         if ok:
             return entry
         self.corrupt.append(key)
         with contextlib.suppress(OSError):
             os.replace(entry, self.root / f"corrupt-{key}-{time.time_ns()}")
         return None
+
+    def files(self, key: str) -> dict[str, dict]:
+        """{relative path: {"sha256", "bytes"}} of a verified entry, from its manifest."""
+        return json.loads((self.path(key) / MANIFEST).read_text())["files"]
+
+    def content(self, key: str) -> str:
+        """A digest of the entry's files: what a step built on it actually read."""
+        return digest(self.files(key))
+
+    def sweep(self) -> list[str]:
+        """Remove temporary directories whose writer died (a killed step); return their names.
+
+        A temp dir is named ``.<key>.<pid>.<random>.tmp``; one whose pid is not running on this host is
+        an orphan. Another live writer's directory is left alone.
+        """
+        removed = []
+        for tmp in self.root.glob(".*.tmp") if self.root.is_dir() else []:
+            parts = tmp.name.split(".")
+            pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else None
+            if pid is not None and not _alive(pid):
+                shutil.rmtree(tmp, ignore_errors=True)
+                removed.append(tmp.name)
+        return removed
 
     def meta(self, key: str) -> dict:
         """The metadata ``put`` recorded with the entry (call after ``get`` found it)."""
@@ -96,7 +128,7 @@ class Store:
         were computed from the same inputs.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.{os.getpid()}.", suffix=".tmp", dir=self.root))
         try:
             yield tmp
             manifest = {"key": key, "files": _files(tmp), "meta": meta or {}}

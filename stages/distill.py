@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pldistill import schemas
 from pldistill.config import Params
-from pldistill.cycles import LABELS, MODEL, Step, TransEncoder, run_fingerprint, unlabelled_pairs
+from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
 from pldistill.io import atomic_dir, write_csv_rows, write_json
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
@@ -67,6 +67,28 @@ def _best(steps: list[Step]) -> Step:
     return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
 
 
+def _summary(s: Step) -> dict:
+    return {"step": s.name, "cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"],
+            "best_step": s.meta["fit"]["best_step"], "train_seconds": s.meta["fit"]["train_seconds"]}
+
+
+def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_plot: Path, curve: Path) -> list[dict]:
+    """Score per cycle (best member of each role; cycle 0: the starting bi-encoder) and the first
+    member's bi-encoder dev curve with the cycles laid end to end. Returns the per-cycle summary."""
+    start = max(steps[0].meta["members"], key=lambda m: m["dev"]["spearman"])
+    rows, per_cycle, curve_rows, offset = [_row(0, start, None)], [], [], 0
+    for c in range(1, cycles + 1):
+        bis = [s for s in steps if s.cycle == c and s.role == "bi"]
+        crosses = [s for s in steps if s.cycle == c and s.role == "cross"]
+        per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
+        rows.append(_row(c, _best(bis).meta, _best(crosses).meta))
+        curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / bi_epochs, 3), r["dev"]] for r in bis[0].meta["curve"]]
+        offset += bis[0].meta["fit"]["steps"]
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], curve_rows)
+    return per_cycle
+
+
 def trans_encoder(params: Params, clean: Path, pairs: Path, pseudo: Path, bi: Path, cross: Path, report: Path,
                   curve: Path, cycles_plot: Path, store: Store | None = None) -> dict:
     """Run or resume the Trans-Encoder cycles; write the labellings, the selected models and the scores."""
@@ -78,59 +100,30 @@ def trans_encoder(params: Params, clean: Path, pairs: Path, pseudo: Path, bi: Pa
     learned = unlabelled_pairs({s: splits[s] for s in tp.splits}, cands)
     inputs = [files[s] for s in sorted({*tp.splits, "dev", "test"})] + ([cands_file] if tp.sampled else [])
     store = store or Store()
+    swept = store.sweep()  # temp dirs of killed runs
     engine = TransEncoder(params, learned, splits["dev"], splits["test"], store, run_fingerprint(params, inputs))
     steps = engine.run(params.cycles)
 
-    def of(kind: str) -> list[Step]:
-        return [s for s in steps if s.name.split("-", 1)[1].startswith(kind)]
-
     with atomic_dir(pseudo) as tmp:
-        for s in of("label-"):
-            cycle, labeller = int(s.name[1:3]), s.name.rsplit("-", 1)[1]
-            shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(cycle, labeller))
-    best_bi, best_cross = _best(of("bi-")), _best(of("cross-"))
-    _copy_dir(best_bi.path / MODEL, bi)
-    _copy_dir(best_cross.path / MODEL, cross)
-
-    start = steps[0].meta["members"]
-    per_cycle = []
-    rows = [_row(0, _best_member(start), None)]
-    curve_rows, offset = [], 0
-    for c in range(1, params.cycles + 1):
-        bis = [s for s in of("bi-") if s.name.startswith(f"c{c:02d}-")]
-        crosses = [s for s in of("cross-") if s.name.startswith(f"c{c:02d}-")]
-        per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
-        rows.append(_row(c, _best(bis).meta, _best(crosses).meta))
-        for s in bis[:1]:  # the first member's bi-encoder dev curve, cycles laid end to end
-            curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / tp.bi.epochs, 3), r["dev"]]
-                           for r in s.meta["curve"]]
-            offset += s.meta["fit"]["steps"]
-    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], curve_rows)
+        for s in steps:
+            if s.role.startswith("label-"):
+                shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(s.cycle, s.role.removeprefix("label-")))
+    best_bi = _best([s for s in steps if s.role == "bi"])
+    best_cross = _best([s for s in steps if s.role == "cross"])
+    _copy_dir(best_bi.model, bi)
+    _copy_dir(best_cross.model, cross)
+    per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, cycles_plot, curve)
     result = {
         "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),
         "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
-        "start": start, "per_cycle": per_cycle,
-        "selected": {"bi": _pick(best_bi), "cross": _pick(best_cross)},
+        "start": steps[0].meta["members"], "per_cycle": per_cycle,
+        "selected": {"bi": _summary(best_bi), "cross": _summary(best_cross)},
         "steps": {"computed": [s.name for s in steps if s.computed], "reused": [s.name for s in steps if not s.computed],
-                  "seconds": round(sum(s.seconds for s in steps), 1)},
-        "store": {"root": str(store.root), "corrupt_moved_aside": store.corrupt},
+                  "seconds": round(sum(s.seconds for s in steps), 1),
+                  "corrupt_moved_aside": len(store.corrupt), "orphans_swept": len(swept)},
     }
     write_json(report, result)
     return result
-
-
-def _best_member(scores: list[dict]) -> dict:
-    return max(scores, key=lambda m: m["dev"]["spearman"])
-
-
-def _summary(s: Step) -> dict:
-    return {"step": s.name, "dev": s.meta["dev"], "test": s.meta["test"], "best_step": s.meta["fit"]["best_step"],
-            "train_seconds": s.meta["fit"]["train_seconds"]}
-
-
-def _pick(s: Step) -> dict:
-    return {"step": s.name, "cycle": int(s.name[1:3]), "dev": s.meta["dev"], "test": s.meta["test"]}
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,

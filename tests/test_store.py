@@ -37,10 +37,33 @@ def test_a_failed_step_leaves_no_entry_and_no_temp_dir(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_entry_without_manifest_is_absent(tmp_path):
+def test_an_entry_without_manifest_is_moved_aside_and_can_be_stored_again(tmp_path):
     (tmp_path / "k").mkdir()
     (tmp_path / "k" / "w.bin").write_text("half written by someone else")
-    assert Store(tmp_path).get("k") is None
+    store = Store(tmp_path)
+    assert store.get("k") is None and store.corrupt == ["k"]
+    assert fill(store, "k") == tmp_path / "k"  # the step can be stored under its key again
+
+
+def test_sweep_removes_temp_dirs_of_dead_writers_only(tmp_path):
+    import os
+    import subprocess
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is now free
+    orphan = tmp_path / f".abcd.{dead.pid}.x1.tmp"
+    live = tmp_path / f".abcd.{os.getpid()}.x2.tmp"
+    orphan.mkdir()
+    live.mkdir()
+    assert Store(tmp_path).sweep() == [orphan.name]
+    assert live.is_dir() and not orphan.exists()
+
+
+def test_content_digest_changes_with_the_bytes(tmp_path):
+    store = Store(tmp_path)
+    fill(store, "a", text="one")
+    fill(store, "b", text="two")
+    fill(store, "c", text="one")
+    assert store.content("a") == store.content("c") != store.content("b")
 
 
 @pytest.mark.parametrize("damage", ["alter", "delete", "add", "manifest"])
