@@ -21,3 +21,22 @@ def soft_bce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     (bi-encoder similarities as targets). logits, target: (batch,).
     """
     return F.binary_cross_entropy_with_logits(logits.float(), target.float())
+
+
+def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha: float, task: str) -> torch.Tensor:
+    """Distilled Sentence Embedding loss (Barkan et al., Eq. 2), per pair then averaged.
+
+    Pairs with a gold label: alpha * (S - T)^2 + (1 - alpha) * l(S, gold); pairs without (gold NaN, the
+    teacher's silver pairs): (S - T)^2 alone. S, T are the student's and teacher's logits (batch,).
+    l is BCE on the logit for classification and, for regression, the squared error of sigmoid(S) to
+    the gold score in [0, 1] (our teachers' logits are sigmoid-scaled, so gold lives on sigmoid(S)).
+    """
+    s, t = student.float(), teacher.float()
+    distil = (s - t) ** 2
+    has_gold = ~torch.isnan(gold)
+    g = torch.nan_to_num(gold.float())
+    if task == "classification":
+        lbl = F.binary_cross_entropy_with_logits(s, g, reduction="none")
+    else:
+        lbl = (torch.sigmoid(s) - g) ** 2
+    return torch.where(has_gold, alpha * distil + (1 - alpha) * lbl, distil).mean()

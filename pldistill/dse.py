@@ -1,0 +1,170 @@
+"""Distilled Sentence Embedding (Barkan et al., 2020): a siamese sentence encoder whose pair score is a
+small learned head over [u, v, u∘v, |u−v|], trained to reproduce a cross-encoder's logits.
+
+The encoder is a sentence-transformers model; the head is saved beside it in ``dse_head/`` (a config and
+safetensors weights). ``SentenceTransformer(path)`` still loads the directory (giving its own pooled
+embeddings, not the head's score); ``DSE.load`` loads both. sentence-transformers 6 imports no module
+class of ours without ``trust_remote_code``, hence the head lives outside ``modules.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from sentence_transformers import SentenceTransformer
+
+from pldistill import losses
+from pldistill.io import atomic_dir
+from pldistill.models import _batched_inference, device, resolve
+
+HEAD_DIR = "dse_head"
+POOLINGS = ("last4", "mean", "cls")
+
+
+def pool(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, how: str, cls_first: bool) -> torch.Tensor:
+    """Sentence vectors from a transformer's hidden states.
+
+    hidden_states: (layers + 1) x (batch, seq, dim), embeddings first; mask: (batch, seq) 1 for tokens.
+    last4: token means of each of the last four transformer layers (all of them in a shallower model),
+    [CLS] left out, concatenated -> (batch, 4 * dim) (the paper's choice); mean: token mean of the last
+    layer -> (batch, dim); cls: the first token of the last layer.
+    """
+    if how == "cls":
+        return hidden_states[-1][:, 0]
+    m = mask.to(hidden_states[-1].dtype).clone()
+    layers = hidden_states[-1:]
+    if how == "last4":
+        layers = hidden_states[1:][-4:]  # [0] is the embedding layer's output
+        if cls_first:
+            m[:, 0] = 0  # including [CLS] in the mean hurt in the paper
+    m = m.unsqueeze(-1)  # (batch, seq, 1)
+    means = [(h * m).sum(1) / m.sum(1).clamp(min=1) for h in layers]
+    return torch.cat(means, dim=-1)
+
+
+class Head(torch.nn.Module):
+    """f(u, v) = w^T ReLU(W [u, v, u∘v, |u−v|]): a logit. No biases, as in the paper's Eq. 3."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.dim, self.hidden = dim, hidden
+        self.proj = torch.nn.Linear(4 * dim, hidden, bias=False)
+        self.out = torch.nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # (batch, dim) x 2 -> (batch,)
+        h = torch.cat([u, v, u * v, (u - v).abs()], dim=-1)
+        return self.out(torch.relu(self.proj(h))).squeeze(-1)
+
+
+class DSE:
+    """The DSE student: encode sentences once, score any pair of cached embeddings with the head."""
+
+    kind = "dse"
+
+    def __init__(self, st: SentenceTransformer, head: Head, pooling: str, name: str):
+        self.st, self.head, self.pooling, self.name = st, head.to(st.device), pooling, name
+        self._module = torch.nn.ModuleDict({"encoder": st, "head": self.head})  # one state_dict for fit()
+
+    @classmethod
+    def create(cls, spec: str, pooling: str, hidden: int, max_length: int = 128,
+               trust_remote_code: bool = False) -> DSE:
+        """A new student: the encoder from ``spec``, a randomly initialised head (seed torch first)."""
+        if pooling not in POOLINGS:
+            raise ValueError(f"DSE pooling: expected one of {', '.join(POOLINGS)}; found {pooling!r}")
+        st = SentenceTransformer(resolve(spec), device=device(), trust_remote_code=trust_remote_code,
+                                 model_kwargs={"use_safetensors": True})
+        st.max_seq_length = max_length
+        cfg = st[0].auto_model.config
+        dim = cfg.hidden_size * (min(4, cfg.num_hidden_layers) if pooling == "last4" else 1)
+        return cls(st, Head(dim, hidden), pooling, spec)
+
+    @classmethod
+    def load(cls, path: Path | str, max_length: int = 128) -> DSE:
+        path = Path(path)
+        cfg_file = path / HEAD_DIR / "config.json"
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{path}: no {HEAD_DIR}/config.json; not a DSE student (train one with recipe dse)")
+        cfg = json.loads(cfg_file.read_text())
+        st = SentenceTransformer(str(path), device=device(), model_kwargs={"use_safetensors": True})
+        st.max_seq_length = max_length
+        head = Head(cfg["dim"], cfg["hidden"])
+        head.load_state_dict(load_file(path / HEAD_DIR / "model.safetensors"))
+        return cls(st, head, cfg["pooling"], str(path))
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._module
+
+    @property
+    def max_length(self) -> int:
+        return self.st.max_seq_length
+
+    @max_length.setter
+    def max_length(self, value: int) -> None:
+        self.st.max_seq_length = value
+
+    def _embed(self, texts: list[str]) -> torch.Tensor:
+        feats = self.st.preprocess(texts)
+        inputs = {k: v.to(self.st.device) for k, v in feats.items()
+                  if k in ("input_ids", "attention_mask", "token_type_ids")}
+        out = self.st[0].auto_model(**inputs, output_hidden_states=True)
+        cls_first = bool((inputs["input_ids"][:, 0] == self.st.tokenizer.cls_token_id).all())
+        return pool(out.hidden_states, inputs["attention_mask"], self.pooling, cls_first)  # (batch, dim)
+
+    def _logits(self, s1: list[str], s2: list[str]) -> torch.Tensor:
+        emb = self._embed(s1 + s2)  # one forward for both sides: (2 * batch, dim)
+        return self.head(emb[: len(s1)].float(), emb[len(s1) :].float())
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> np.ndarray:
+        """(len(texts), dim) float32 embeddings for the head (not normalised: the head saw them raw)."""
+        texts = list(texts)
+        self.module.eval()
+        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx]), [len(t) for t in texts],
+                                  batch_size, bf16, "encode", progress)
+
+    def score_cached(self, u: np.ndarray, v: np.ndarray, chunk: int = 8192) -> np.ndarray:
+        """Head logits for embedding pairs (u_i, v_i); a single ``u`` row is broadcast against all of ``v``."""
+        u_t, v_t = torch.from_numpy(np.atleast_2d(u)), torch.from_numpy(np.atleast_2d(v))
+        out = np.empty(len(v_t), dtype=np.float32)
+        self.head.eval()
+        with torch.inference_mode():
+            for i in range(0, len(v_t), chunk):
+                vb = v_t[i : i + chunk].to(self.st.device)
+                ub = u_t.expand(len(vb), -1) if len(u_t) == 1 else u_t[i : i + chunk]
+                out[i : i + len(vb)] = self.head(ub.to(self.st.device), vb).float().cpu().numpy()
+        return out
+
+    def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> np.ndarray:
+        """Head logits of each pair, each distinct sentence encoded once."""
+        uniq = list(dict.fromkeys([*s1, *s2]))
+        pos = {s: i for i, s in enumerate(uniq)}
+        emb = self.encode(uniq, batch_size, bf16, progress)
+        return self.score_cached(emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]])
+
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+              progress: bool = False) -> np.ndarray:
+        return 1 / (1 + np.exp(-self.logits(s1, s2, batch_size, bf16, progress)))
+
+    def dse_loss_fn(self, alpha: float, task: str):
+        """A fit() batch loss; target rows are [teacher logit, gold label or NaN]."""
+
+        def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+            return losses.dse(self._logits(s1, s2), target[:, 0], target[:, 1], alpha, task)
+
+        return batch_loss
+
+    def save(self, path: Path | str) -> None:
+        with atomic_dir(path) as tmp:
+            self.st.save(str(tmp), create_model_card=False, safe_serialization=True)
+            (tmp / HEAD_DIR).mkdir()
+            cfg = {"dim": self.head.dim, "hidden": self.head.hidden, "pooling": self.pooling, "base": self.name}
+            (tmp / HEAD_DIR / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            save_file({k: v.contiguous() for k, v in self.head.state_dict().items()},
+                      str(tmp / HEAD_DIR / "model.safetensors"))
