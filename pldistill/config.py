@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-RECIPES = ("augsbert", "trans-encoder")
+RECIPES = ("augsbert", "trans-encoder", "dse")
+DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
@@ -203,6 +204,21 @@ class MutualModel(_Section):
     _known_models = field_validator("bi", "cross")(lambda v: v if v is None else _model_spec(v))
 
 
+class DSEParams(StepParams):
+    """recipe dse: the student and its training (the paper, STS-B: batch 32, lr 1e-5, 8 epochs)."""
+
+    alpha: float = Field(0.5, ge=0, le=1)  # weight of the teacher-logit term; 1 - alpha on the gold label
+    pooling: str = "last4"  # last4: token means of the last four layers without [CLS] | mean | cls
+    hidden: int = Field(512, ge=1)  # the head's hidden layer
+    head_lr: float = Field(1e-3, gt=0)  # the new head's learning rate (the encoder uses lr)
+    epochs: int = Field(8, ge=1)
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(1e-5, gt=0)
+    evals_per_epoch: int = Field(2, ge=1)
+
+    _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
+
+
 class TransParams(_Section):
     """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
 
@@ -244,15 +260,16 @@ class Params(_Section):
     label: LabelParams = LabelParams()
     student: TrainParams = TrainParams()
     trans: TransParams = TransParams()
+    dse: DSEParams = DSEParams()
     evaluate: EvaluateParams = EvaluateParams()
 
     _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:
-        if self.recipe == "augsbert" and self.cycles != 1:
+        if self.recipe in ("augsbert", "dse") and self.cycles != 1:
             raise ValueError(
-                f"recipe augsbert labels once and trains once, so cycles must be 1; found {self.cycles}"
+                f"recipe {self.recipe} labels once and trains once, so cycles must be 1; found {self.cycles}"
             )
         s = self.sample
         if (self.recipe == "trans-encoder" and self.trans.sampled and "semantic" in s.strategy

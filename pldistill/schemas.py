@@ -48,6 +48,7 @@ PSEUDO = pa.schema(
 # File names inside the stage output folders that dvc.yaml names (data/pairs/, data/silver/, data/pseudo/).
 CANDIDATES_FILE = "candidates.parquet"
 SILVER_FILE = "silver.parquet"  # the teacher's labels of the candidates (stage label)
+GOLD_LOGITS_FILE = "gold.parquet"  # recipe dse: the teacher's logits on the gold training pairs, same order
 
 
 def pseudo_file(cycle: int, labeller: str | None = None) -> str:

@@ -57,13 +57,15 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
                               df["score"]) for name, df in splits.items()}
 
 
-def _optimizer(module: torch.nn.Module, params: StepParams) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
+def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[str, float]) -> torch.optim.Optimizer:
+    """AdamW; no decay on biases and LayerNorm weights; parameters named ``<prefix>.…`` get their own lr."""
+    groups: dict[tuple[float, bool], list] = {}
     for name, p in module.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 else decay).append(p)  # no decay on biases and LayerNorm weights
-    groups = [{"params": decay, "weight_decay": params.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=params.lr)
+            lr = next((v for k, v in lr_by_prefix.items() if name.startswith(k + ".")), params.lr)
+            groups.setdefault((lr, p.ndim >= 2), []).append(p)
+    return torch.optim.AdamW([{"params": ps, "lr": lr, "weight_decay": params.weight_decay if decay else 0.0}
+                              for (lr, decay), ps in groups.items()], lr=params.lr)
 
 
 def fit(
@@ -76,6 +78,7 @@ def fit(
     params: StepParams,
     generator: torch.Generator,
     desc: str = "train",
+    lr_by_prefix: dict[str, float] | None = None,
 ) -> FitResult:
     """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score.
 
@@ -90,7 +93,7 @@ def fit(
     total = per_epoch * params.epochs
     eval_steps = {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
                   for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
-    opt = _optimizer(module, params)
+    opt = _optimizer(module, params, lr_by_prefix or {})
     sched = get_linear_schedule_with_warmup(opt, int(params.warmup * total), total)
 
     t0 = time.perf_counter()

@@ -2,6 +2,8 @@
 models/bi, models/cross and a score-per-cycle plot.
 
 - augsbert: the bi-encoder learns gold + the teacher's silver labels; models/cross is the teacher.
+- dse: a DSE student (encoder + learned similarity head) learns the teacher's logits mixed with the
+  gold labels (weight dse.alpha); models/bi holds it with its head, models/cross is the teacher.
 - trans-encoder: `cycles` rounds of bi-encoder -> cross-encoder -> bi-encoder labelling, no gold
   score used for training; the best bi- and cross-encoder on dev become models/bi and models/cross.
   Finished steps live in a store outside DVC's outputs (pldistill.store), so a rerun resumes.
@@ -12,6 +14,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from pldistill import schemas
 from pldistill.config import Params
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
@@ -19,7 +24,9 @@ from pldistill.io import atomic_dir, write_csv_rows, write_json
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
-from pldistill.training import split_scores, train_bi_encoder
+from pldistill.datasets import infer_task
+from pldistill.dse import DSE
+from pldistill.training import dev_spearman, fit, split_scores, train_bi_encoder
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]
 
@@ -58,6 +65,40 @@ def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: P
     res.write_curve(curve)
     result = {"recipe": "augsbert", "cycle": 1, "gold_pairs": len(gold), "silver_pairs": len(labelled),
               **res.summary()}
+    write_json(report, result)
+    return result
+
+
+def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
+        report: Path, curve: Path, cycles_plot: Path) -> dict:
+    """Train the DSE student on the teacher's logits (all pairs) mixed with the gold labels (gold pairs)."""
+    dp = params.dse
+    _, gen = seed_all(params.seed)  # also the head's init
+    gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    on_gold = schemas.read(silver / schemas.GOLD_LOGITS_FILE, schemas.PSEUDO)
+    labelled = schemas.read(silver / schemas.SILVER_FILE, schemas.PSEUDO)
+    if len(on_gold) != len(gold) or not (on_gold["sentence1"].to_numpy() == gold["sentence1"].to_numpy()).all():
+        raise schemas.SchemaError(f"{silver / schemas.GOLD_LOGITS_FILE}: does not follow {clean / 'train.parquet'} "
+                                  "row by row; rerun stage label (`dvc repro -f -s label`)")
+    rows = pd.concat([on_gold.assign(gold=gold["score"].to_numpy()), labelled.assign(gold=np.nan)], ignore_index=True)
+    target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
+    student = DSE.create(params.student.model, dp.pooling, dp.hidden, dp.max_length, params.student.trust_remote_code)
+    task = params.data.task or infer_task(gold)
+    res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]), list(rows["sentence2"]),
+              target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen, desc="dse student",
+              lr_by_prefix={"head": dp.head_lr})
+    student.save(bi)
+    _copy_dir(teacher, cross)
+    with atomic_dir(pseudo) as tmp:  # what the student learned: the teacher's logits on gold and silver pairs
+        schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO)
+    ep = params.evaluate
+    teacher_model = CrossModel.load(str(teacher), params.teacher.max_length)
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(1, split_scores(student, scored, ep),
+                                                     split_scores(teacher_model, scored, ep))])
+    res.write_curve(curve)
+    result = {"recipe": "dse", "alpha": dp.alpha, "pooling": dp.pooling, "head_dim": student.head.dim,
+              "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
     write_json(report, result)
     return result
 
@@ -131,6 +172,8 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo."""
     if params.recipe == "trans-encoder":
         return trans_encoder(params, clean, pairs, pseudo, bi, cross, report, curve, cycles_plot)
+    if params.recipe == "dse":
+        return dse(params, clean, silver, teacher, pseudo, bi, cross, report, curve, cycles_plot)
     return augsbert(params, clean, silver, teacher, pseudo, bi, cross, report, curve, cycles_plot)
 
 

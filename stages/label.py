@@ -55,18 +55,23 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
     cycle = 1
     silver = pd.DataFrame(columns=schemas.PSEUDO.names)
     seconds = 0.0
-    if len(cands):
+    dse = params.recipe == "dse"  # DSE also learns the teacher's logits on the gold pairs
+    if len(cands) or dse:
         model = CrossModel.load(str(teacher), params.teacher.max_length, params.teacher.trust_remote_code)
         # Which teacher: its starting spec and the fine-tuned weights' hash (two teachers never share an id).
         labeller = f"cross:{params.teacher.model}@{sha256_file(teacher / 'model.safetensors')[:12]}"
         t0 = time.perf_counter()
-        silver = label_pairs(model, cands, params, cycle, labeller)
+        silver = label_pairs(model, cands, params, cycle, labeller) if len(cands) else silver
         seconds = time.perf_counter() - t0
+        if dse:
+            gold_pairs = gold[["sentence1", "sentence2"]].assign(strategy="gold")
+            schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, cycle, labeller),
+                          schemas.PSEUDO)
 
     extra: dict = {}
     if params.sample.strategy == "kde" and len(silver):
         silver, extra = kde_filter(gold, silver, params, rng)
-    schemas.write(silver_dir / schemas.SILVER_FILE, silver, schemas.PSEUDO)
+    schemas.write(silver_dir / schemas.SILVER_FILE, silver, schemas.PSEUDO)  # after the gold logits: same dir
 
     summary, rows = diagnostics.report(gold["score"].to_numpy(), silver["score"].to_numpy(dtype=np.float64))
     write_csv_rows(density, ["score", "gold", "silver"], rows)

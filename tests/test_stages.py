@@ -139,3 +139,25 @@ def test_trans_encoder_chain_trains_no_teacher_and_learns_no_gold_score(small, t
     learned = labels[labels["strategy"] == "train"]
     assert len(learned) == len(gold_train)
     assert not np.allclose(learned["score"].to_numpy(), gold_train["score"].to_numpy())  # bi-encoder's, not gold
+
+
+def test_dse_chain_learns_teacher_logits_on_gold_and_silver(small, tmp_path):
+    dse = small.dse.model_copy(update={"epochs": 3, "batch_size": 8, "lr": 1e-3, "hidden": 16, "max_length": 32,
+                                       "pooling": "last4"})
+    params = small.model_copy(update={"recipe": "dse", "dse": dse})
+    result = run_chain(params, tmp_path)
+    on_gold = schemas.read(tmp_path / "data/silver/gold.parquet", schemas.PSEUDO)
+    silver = schemas.read(tmp_path / "data/silver/silver.parquet", schemas.PSEUDO)
+    learned = schemas.read(tmp_path / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
+    assert len(on_gold) == 60 and (on_gold["strategy"] == "gold").all() and on_gold["logit"].notna().all()
+    assert len(learned) == 60 + len(silver) > 60
+    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    assert report["recipe"] == "dse" and report["steps"] == 3 * 20 and report["head_dim"] == 2 * 32
+
+    from pldistill.dse import DSE
+    from pldistill.metrics import correlation
+    student = DSE.load(tmp_path / "models/bi")
+    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
+    pred = student.score(test["sentence1"], test["sentence2"], bf16=False)
+    assert correlation(pred, test["score"]) == result["bi"]["test"]  # evaluate scored through the head
+    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST still loads it"])

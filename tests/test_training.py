@@ -45,3 +45,16 @@ def test_metrics():
     assert correlation([1, 2, 3], [2, 4, 9]) == {"spearman": 100.0, "pearson": 97.07}
     assert correlation([1, 1, 1], [1, 2, 3]) == {"spearman": 0.0, "pearson": 0.0}
     np.testing.assert_allclose(jaccard(["a b c", "x"], ["b c d", ""]), [0.5, 0.0])
+
+
+def test_optimizer_gives_named_submodules_their_own_learning_rate():
+    from pldistill.config import StepParams
+    from pldistill.training import _optimizer
+
+    module = torch.nn.ModuleDict({"encoder": torch.nn.Linear(3, 3), "head": torch.nn.Linear(3, 1)})
+    opt = _optimizer(module, StepParams(lr=1e-5, weight_decay=0.01), {"head": 1e-3})
+    by_param = {id(p): (g["lr"], g["weight_decay"]) for g in opt.param_groups for p in g["params"]}
+    assert by_param[id(module["encoder"].weight)] == (1e-5, 0.01)
+    assert by_param[id(module["encoder"].bias)] == (1e-5, 0.0)  # no decay on biases
+    assert by_param[id(module["head"].weight)] == (1e-3, 0.01)
+    assert by_param[id(module["head"].bias)] == (1e-3, 0.0)
