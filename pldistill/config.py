@@ -93,20 +93,45 @@ class DataParams(_Section):
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
 
 
+# bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
+# amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
+Bf16 = Literal["auto", True, False]
+
+
+class RTTParams(_Section):
+    """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
+
+    backend: Literal["none", "marian", "table"] = "none"
+    source: str = "en"  # the corpus language
+    languages: tuple[str, ...] = ("de",)  # pivot languages
+    models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
+    table: str | None = None  # table: a csv/tsv/jsonl/parquet of sentence, language, translation
+    corpus: str | None = None  # null: the task's training sentences; or a .txt (one per line) / table file
+    compensate: bool = True  # top a given corpus back up with task sentences, as many as cleaning dropped
+    script: str | None = None  # null: the source language's script; letters of other scripts are stripped
+    min_chars: int = Field(4, ge=1)  # sentences and paraphrases shorter than this are dropped (paper: <= 3)
+    batch_size: int = Field(32, ge=1)
+    num_beams: int = Field(4, ge=1)
+    max_new_tokens: int = Field(128, ge=1)
+    bf16: Bf16 = "auto"
+
+    @model_validator(mode="after")
+    def _table_needs_a_file(self) -> RTTParams:
+        if self.backend == "table" and not self.table:
+            raise ValueError("backend table reads translations from a file: set augment.rtt.table to its path")
+        return self
+
+
 class AugmentParams(_Section):
     min_chars: int = Field(4, ge=1)
     unicode_form: Literal["NFC", "NFKC"] = "NFKC"
+    rtt: RTTParams = RTTParams()
 
 
 class BM25Params(_Section):
     k1: float = Field(1.5, gt=0)
     b: float = Field(0.75, ge=0, le=1)
     epsilon: float = Field(0.25, ge=0)
-
-
-# bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
-# amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
-Bf16 = Literal["auto", True, False]
 
 
 def _model_spec(v: str) -> str:

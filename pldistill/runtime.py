@@ -16,9 +16,10 @@ from pldistill.config import ConfigError, Params, load_params
 from pldistill.datasets import DataError
 from pldistill.diagnostics import SelectionError
 from pldistill.models import ModelError
+from pldistill.rtt import RTTError
 from pldistill.schemas import SchemaError
 
-USER_ERRORS = (ConfigError, DataError, ModelError, SchemaError, SelectionError, FileNotFoundError)
+USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, FileNotFoundError)
 
 
 def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:

@@ -30,6 +30,16 @@ CANDIDATES = pa.schema(
     ]
 )
 
+# Round-trip paraphrases: data/clean/paraphrases.parquet (empty without an RTT backend).
+PARAPHRASES = pa.schema(
+    [
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("paraphrase", pa.string(), nullable=False),
+        pa.field("language", pa.string(), nullable=False),
+    ]
+)
+PARAPHRASES_FILE = "paraphrases.parquet"
+
 # Pseudo-labels: data/pseudo/cycle-NN.parquet. `score` in [0, 1]; `logit` is the teacher's raw
 # output before the sigmoid (null for labellers without one, e.g. a bi-encoder's cosine).
 PSEUDO = pa.schema(

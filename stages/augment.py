@@ -1,10 +1,13 @@
-"""augment: clean the gold pairs (normalise text; drop empty, too-short and repeated training pairs)."""
+"""augment: clean the gold pairs (normalise text; drop empty, too-short and repeated training pairs) and,
+with an RTT backend, paraphrase a corpus by round-trip translation (data/clean/paraphrases.parquet)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import cleaning, schemas
+import pandas as pd
+
+from pldistill import cleaning, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SPLITS, DataError
 from pldistill.io import write_json
@@ -30,9 +33,36 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
             df = cleaning.normalise_pairs(df, params.augment.unicode_form)
         rows_out[split] = len(df)
         schemas.write(out / f"{split}.parquet", df, schemas.PAIRS)
-    result = {"rows_in": rows_in, "rows_out": rows_out, "dropped": dropped}
+    train = schemas.read(out / "train.parquet", schemas.PAIRS)
+    result = {"rows_in": rows_in, "rows_out": rows_out, "dropped": dropped,
+              "rtt": round_trip(params, train, out / schemas.PARAPHRASES_FILE)}
     write_json(report, result)
     return result
+
+
+def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:
+    """Clean (and compensate) the corpus, paraphrase it through every pivot language; report counts."""
+    rp, form = params.augment.rtt, params.augment.unicode_form
+    if rp.backend == "none":
+        schemas.write(out, pd.DataFrame(columns=schemas.PARAPHRASES.names), schemas.PARAPHRASES)
+        return {"backend": "none"}
+    script = rp.script or rtt.script_of(rp.source)
+    task = list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))
+    raw = rtt.load_corpus(rp.corpus) if rp.corpus else task
+    corpus, dropped = rtt.clean_corpus(raw, script, rp.min_chars, form)
+    added = 0
+    if rp.corpus and rp.compensate:  # the task's own sentences replace what cleaning took out
+        task_clean, _ = rtt.clean_corpus(task, script, rp.min_chars, form)
+        corpus, added = rtt.compensate(corpus, task_clean, sum(dropped.values()))
+    if rp.backend == "table":
+        backend = rtt.Table(rp.table, form)
+    else:
+        backend = rtt.Marian(rp.source, dict(rp.models), rp.batch_size, rp.num_beams, rp.max_new_tokens, rp.bf16)
+    pairs, counts = rtt.paraphrase(corpus, rp.languages, backend, script, rp.min_chars, form)
+    schemas.write(out, pairs, schemas.PARAPHRASES)
+    return {"backend": rp.backend, "languages": list(rp.languages), "script": script, "corpus_in": len(raw),
+            "corpus_dropped": dict(dropped), "compensated": added, "corpus": len(corpus), "paraphrases": len(pairs),
+            "by_language": pairs["language"].value_counts().sort_index().to_dict(), "paraphrase_counts": dict(counts)}
 
 
 if __name__ == "__main__":
