@@ -19,11 +19,11 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
 
 from pldistill import losses
+from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir
-from pldistill.models import _batched_inference, device, resolve
+from pldistill.models import ModelError, _batched_inference, device, resolve
 
 HEAD_DIR = "dse_head"
-POOLINGS = ("last4", "mean", "cls")
 
 
 def pool(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, how: str, cls_first: bool) -> torch.Tensor:
@@ -74,27 +74,36 @@ class DSE:
     def create(cls, spec: str, pooling: str, hidden: int, max_length: int = 128,
                trust_remote_code: bool = False) -> DSE:
         """A new student: the encoder from ``spec``, a randomly initialised head (seed torch first)."""
-        if pooling not in POOLINGS:
-            raise ValueError(f"DSE pooling: expected one of {', '.join(POOLINGS)}; found {pooling!r}")
+        if pooling not in DSE_POOLINGS:
+            raise ValueError(f"dse.pooling: expected one of {', '.join(DSE_POOLINGS)}; found {pooling!r}")
         st = SentenceTransformer(resolve(spec), device=device(), trust_remote_code=trust_remote_code,
                                  model_kwargs={"use_safetensors": True})
         st.max_seq_length = max_length
+        if pooling == "cls" and st.tokenizer.cls_token_id is None:
+            raise ValueError(f"dse.pooling cls: {spec}'s tokenizer has no [CLS] token; use last4 or mean")
         cfg = st[0].auto_model.config
         dim = cfg.hidden_size * (min(4, cfg.num_hidden_layers) if pooling == "last4" else 1)
         return cls(st, Head(dim, hidden), pooling, spec)
 
     @classmethod
-    def load(cls, path: Path | str, max_length: int = 128) -> DSE:
+    def load(cls, path: Path | str) -> DSE:
+        """A saved student with its head, truncating input where it did in training."""
         path = Path(path)
         cfg_file = path / HEAD_DIR / "config.json"
         if not cfg_file.is_file():
             raise FileNotFoundError(f"{path}: no {HEAD_DIR}/config.json; not a DSE student (train one with recipe dse)")
-        cfg = json.loads(cfg_file.read_text())
+        try:
+            cfg = json.loads(cfg_file.read_text())
+            dim, hidden, pooling, max_length = cfg["dim"], cfg["hidden"], cfg["pooling"], cfg["max_length"]
+        except (ValueError, KeyError) as err:
+            raise ModelError(f"{cfg_file}: expected JSON with dim, hidden, pooling, max_length ({err!r})") from None
+        if pooling not in DSE_POOLINGS:
+            raise ModelError(f"{cfg_file}: pooling {pooling!r}, expected one of {', '.join(DSE_POOLINGS)}")
         st = SentenceTransformer(str(path), device=device(), model_kwargs={"use_safetensors": True})
         st.max_seq_length = max_length
-        head = Head(cfg["dim"], cfg["hidden"])
+        head = Head(dim, hidden)
         head.load_state_dict(load_file(path / HEAD_DIR / "model.safetensors"))
-        return cls(st, head, cfg["pooling"], str(path))
+        return cls(st, head, pooling, str(path))
 
     @property
     def module(self) -> torch.nn.Module:
@@ -113,7 +122,8 @@ class DSE:
         inputs = {k: v.to(self.st.device) for k, v in feats.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
         out = self.st[0].auto_model(**inputs, output_hidden_states=True)
-        cls_first = bool((inputs["input_ids"][:, 0] == self.st.tokenizer.cls_token_id).all())
+        cls_id = self.st.tokenizer.cls_token_id
+        cls_first = cls_id is not None and bool((inputs["input_ids"][:, 0] == cls_id).all())
         return pool(out.hidden_states, inputs["attention_mask"], self.pooling, cls_first)  # (batch, dim)
 
     def _logits(self, s1: list[str], s2: list[str]) -> torch.Tensor:
@@ -164,7 +174,8 @@ class DSE:
         with atomic_dir(path) as tmp:
             self.st.save(str(tmp), create_model_card=False, safe_serialization=True)
             (tmp / HEAD_DIR).mkdir()
-            cfg = {"dim": self.head.dim, "hidden": self.head.hidden, "pooling": self.pooling, "base": self.name}
+            cfg = {"dim": self.head.dim, "hidden": self.head.hidden, "pooling": self.pooling,
+                   "max_length": self.max_length, "base": self.name}
             (tmp / HEAD_DIR / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()},
                       str(tmp / HEAD_DIR / "model.safetensors"))

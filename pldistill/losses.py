@@ -27,9 +27,10 @@ def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha:
     """Distilled Sentence Embedding loss (Barkan et al., Eq. 2), per pair then averaged.
 
     Pairs with a gold label: alpha * (S - T)^2 + (1 - alpha) * l(S, gold); pairs without (gold NaN, the
-    teacher's silver pairs): (S - T)^2 alone. S, T are the student's and teacher's logits (batch,).
-    l is BCE on the logit for classification and, for regression, the squared error of sigmoid(S) to
-    the gold score in [0, 1] (our teachers' logits are sigmoid-scaled, so gold lives on sigmoid(S)).
+    teacher's silver pairs): (S - T)^2 alone. S, T: the student's and teacher's logits, (batch,).
+    l: BCE on the logit for classification; for regression the squared error of S to logit(gold), gold
+    clipped to [0.01, 0.99]. Our teachers learn sigmoid(T) ~ gold, so logit(gold) is the scale T lives
+    on, and both terms weigh alike (the paper's regression teacher shares the gold scale directly).
     """
     s, t = student.float(), teacher.float()
     distil = (s - t) ** 2
@@ -38,5 +39,5 @@ def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha:
     if task == "classification":
         lbl = F.binary_cross_entropy_with_logits(s, g, reduction="none")
     else:
-        lbl = (torch.sigmoid(s) - g) ** 2
+        lbl = (s - torch.logit(g.clamp(0.01, 0.99))) ** 2
     return torch.where(has_gold, alpha * distil + (1 - alpha) * lbl, distil).mean()

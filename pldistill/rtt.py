@@ -6,6 +6,7 @@ Backends, behind one registry:
   back by default), or local directories; safetensors weights only; batched by length, with progress.
 - ``table``: a user's file of ``sentence, language, translation`` (the round trip's result): how
   translations from any other system come in.
+Both are callables (sentences, pivot language) -> paraphrase or None; stage augment picks one by name.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class Table:
 
     COLUMNS = ("sentence", "language", "translation")
 
-    def __init__(self, path: Path | str, form: str = "NFKC"):
+    def __init__(self, path: Path | str, script: str, form: str = "NFKC"):
         path = Path(path)
         if not path.is_file():
             raise RTTError(f"{path}: augment.rtt.table file not found")
@@ -133,10 +134,18 @@ class Table:
         missing = [c for c in self.COLUMNS if c not in df.columns]
         if missing:
             raise RTTError(f"{path}: expected columns {list(self.COLUMNS)}; missing {missing} (found {list(df.columns)})")
-        self.unparsed = bad
-        # Keyed by the normalised sentence, the form the corpus holds.
-        self.lookup = {(normalise(str(s), form), str(lang)): str(t) for s, lang, t in
-                       zip(df["sentence"], df["language"], df["translation"])}
+        # Keyed by the sentence cleaned as the corpus is; the first row of a repeated key wins.
+        self.lookup: dict[tuple[str, str], str] = {}
+        self.counts = Counter(unparsed_lines=bad)
+        for s, lang, t in zip(df["sentence"], df["language"], df["translation"]):
+            if pd.isna(t) or not str(t).strip():
+                self.counts["empty_translation"] += 1
+                continue
+            key = (clean_sentence(str(s), script, form), str(lang))
+            if key in self.lookup:
+                self.counts["repeated_rows"] += 1
+            else:
+                self.lookup[key] = str(t)
 
     def __call__(self, sentences: list[str], language: str) -> list[str | None]:
         return [self.lookup.get((s, language)) for s in sentences]

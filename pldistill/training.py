@@ -94,6 +94,7 @@ def fit(
     eval_steps = {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
                   for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
     opt = _optimizer(module, params, lr_by_prefix or {})
+    dev = next(module.parameters()).device
     sched = get_linear_schedule_with_warmup(opt, int(params.warmup * total), total)
 
     t0 = time.perf_counter()
@@ -119,7 +120,7 @@ def fit(
             idx = order[i * params.batch_size : (i + 1) * params.batch_size]
             module.train()
             with autocast(params.bf16):
-                loss = batch_loss([s1[j] for j in idx], [s2[j] for j in idx], y[idx])
+                loss = batch_loss([s1[j] for j in idx], [s2[j] for j in idx], y[idx].to(dev))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
             opt.step()

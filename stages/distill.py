@@ -69,6 +69,22 @@ def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: P
     return result
 
 
+def _dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, gold_file: Path,
+              silver: Path) -> pd.DataFrame:
+    """Gold pairs (with their teacher logits and gold scores), then silver pairs (gold NaN)."""
+    logits_file = silver / schemas.GOLD_LOGITS_FILE
+    same = len(on_gold) == len(gold) and all((on_gold[c].to_numpy() == gold[c].to_numpy()).all()
+                                             for c in ("sentence1", "sentence2"))
+    if not same:
+        raise schemas.SchemaError(f"{logits_file}: does not follow {gold_file} row by row; rerun stage label "
+                                  "(`dvc repro -f -s label`)")
+    for name, df in ((logits_file, on_gold), (silver / schemas.SILVER_FILE, labelled)):
+        if df["logit"].isna().any():
+            raise schemas.SchemaError(f"{name}: column 'logit' has {int(df['logit'].isna().sum())} null value(s); "
+                                      "DSE learns the teacher's logit for every pair")
+    return pd.concat([on_gold.assign(gold=gold["score"].to_numpy()), labelled.assign(gold=np.nan)], ignore_index=True)
+
+
 def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
         report: Path, curve: Path, cycles_plot: Path) -> dict:
     """Train the DSE student on the teacher's logits (all pairs) mixed with the gold labels (gold pairs)."""
@@ -78,10 +94,7 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     on_gold = schemas.read(silver / schemas.GOLD_LOGITS_FILE, schemas.PSEUDO)
     labelled = schemas.read(silver / schemas.SILVER_FILE, schemas.PSEUDO)
-    if len(on_gold) != len(gold) or not (on_gold["sentence1"].to_numpy() == gold["sentence1"].to_numpy()).all():
-        raise schemas.SchemaError(f"{silver / schemas.GOLD_LOGITS_FILE}: does not follow {clean / 'train.parquet'} "
-                                  "row by row; rerun stage label (`dvc repro -f -s label`)")
-    rows = pd.concat([on_gold.assign(gold=gold["score"].to_numpy()), labelled.assign(gold=np.nan)], ignore_index=True)
+    rows = _dse_rows(gold, on_gold, labelled, clean / "train.parquet", silver)
     target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
     student = DSE.create(params.student.model, dp.pooling, dp.hidden, dp.max_length, params.student.trust_remote_code)
     task = params.data.task or infer_task(gold)

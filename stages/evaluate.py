@@ -22,8 +22,8 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, gold: Path, out
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     models = {
-        # A DSE student scores pairs through its head; any other bi-encoder by cosine.
-        "bi": DSE.load(bi, params.student.max_length) if (bi / HEAD_DIR).is_dir() else BiEncoder.load(str(bi), params.student.max_length),
+        # A DSE student scores pairs through its head (at its training length); a bi-encoder by cosine.
+        "bi": DSE.load(bi) if (bi / HEAD_DIR).is_dir() else BiEncoder.load(str(bi), params.student.max_length),
         "cross": CrossModel.load(str(cross), params.teacher.max_length),
         "gold": BiEncoder.load(str(gold), params.student.max_length),
         "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code),

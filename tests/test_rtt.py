@@ -39,15 +39,17 @@ def test_table_backend_through_the_stage_counts_what_it_drops(tmp_path):
     for split in ("train", "dev", "test"):
         schemas.write(raw / f"{split}.parquet", make_pairs(4), schemas.PAIRS)
     train_sentences = list(dict.fromkeys([*make_pairs(4)["sentence1"], *make_pairs(4)["sentence2"]]))
-    table = pd.DataFrame({"sentence": train_sentences[:5], "language": ["de"] * 5,
-                          "translation": ["a story told again", "ok", train_sentences[2], "x 中文 y z w", "fine!!!"]})
+    table = pd.DataFrame({"sentence": [*train_sentences[:5], train_sentences[0], train_sentences[6]],
+                          "language": ["de"] * 7,
+                          "translation": ["a story told again", "ok", train_sentences[2], "x 中文 y z w", "fine!!!",
+                                          "a second one for the same sentence", ""]})
     table.to_csv(tmp_path / "rt.csv", index=False)
     params = parse_params({"augment": {"rtt": {"backend": "table", "table": str(tmp_path / "rt.csv")}}})
     report = augment(params, tmp_path / "raw", tmp_path / "clean", tmp_path / "r.json")["rtt"]
     out = schemas.read(tmp_path / "clean/paraphrases.parquet", schemas.PARAPHRASES)
     assert report["corpus"] == len(train_sentences) and report["paraphrases"] == len(out) == 4
     assert report["paraphrase_counts"] == {"no_translation": len(train_sentences) - 5, "paraphrase_too_short": 1,
-                                           "unchanged": 1}
+                                           "unchanged": 1, "repeated_rows": 1, "empty_translation": 1}
     assert out["paraphrase"].tolist() == ["a story told again", train_sentences[2], "x y z w", "fine!"]
     assert set(out["language"]) == {"de"}
 

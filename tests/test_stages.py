@@ -161,3 +161,16 @@ def test_dse_chain_learns_teacher_logits_on_gold_and_silver(small, tmp_path):
     pred = student.score(test["sentence1"], test["sentence2"], bf16=False)
     assert correlation(pred, test["score"]) == result["bi"]["test"]  # evaluate scored through the head
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST still loads it"])
+
+
+def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path):
+    from stages.distill import _dse_rows
+    gold = pd.DataFrame({"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [0.1, 0.9]})
+    on_gold = gold[["sentence1", "sentence2"]].assign(score=0.5, logit=0.0, labeller="t", cycle=1, strategy="gold")
+    silver = on_gold.iloc[:0]
+    assert len(_dse_rows(gold, on_gold, silver, tmp_path / "train.parquet", tmp_path)) == 2
+    swapped = on_gold.assign(sentence2=["d", "c"])
+    with pytest.raises(schemas.SchemaError, match="does not follow .*train.parquet row by row"):
+        _dse_rows(gold, swapped, silver, tmp_path / "train.parquet", tmp_path)
+    with pytest.raises(schemas.SchemaError, match="'logit' has 1 null"):
+        _dse_rows(gold, on_gold.assign(logit=[0.0, None]), silver, tmp_path / "train.parquet", tmp_path)
