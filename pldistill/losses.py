@@ -41,3 +41,18 @@ def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha:
     else:
         lbl = (s - torch.logit(g.clamp(0.01, 0.99))) ** 2
     return torch.where(has_gold, alpha * distil + (1 - alpha) * lbl, distil).mean()
+
+
+def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float) -> torch.Tensor:
+    """InfoNCE with in-batch negatives (SimCSE): a_i's positive is b_i, every other b_j a negative.
+
+    a, b: (batch, dim); cosine similarities / temperature feed a cross-entropy over each row.
+    """
+    sim = F.cosine_similarity(a.float().unsqueeze(1), b.float().unsqueeze(0), dim=-1) / temperature  # (batch, batch)
+    return F.cross_entropy(sim, torch.arange(len(a), device=a.device))
+
+
+def embedding_mae(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean over the batch of ||teacher_i - student_i||: the RTT-ensemble paper's MAE between embeddings
+    (Eq. 4; a per-sentence distance, so its scale does not shrink with the embedding width)."""
+    return (teacher.float() - student.float()).norm(dim=-1).mean()
