@@ -21,7 +21,7 @@ from sentence_transformers import SentenceTransformer
 from pldistill import losses
 from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir
-from pldistill.models import ModelError, _batched_inference, device, resolve
+from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, resolve
 
 HEAD_DIR = "dse_head"
 
@@ -153,10 +153,7 @@ class DSE:
     def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:
         """Head logits of each pair, each distinct sentence encoded once."""
-        uniq = list(dict.fromkeys([*s1, *s2]))
-        pos = {s: i for i, s in enumerate(uniq)}
-        emb = self.encode(uniq, batch_size, bf16, progress)
-        return self.score_cached(emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]])
+        return self.score_cached(*pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress))
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
               progress: bool = False) -> np.ndarray:

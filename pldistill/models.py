@@ -123,6 +123,15 @@ def _batched_inference(
     return out if out is not None else np.empty((0,), np.float32)
 
 
+def pair_embeddings(encode: Callable[..., np.ndarray], s1: Sequence[str], s2: Sequence[str], batch_size: int,
+                    bf16: bool | str, progress: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings of each pair's two sentences, every distinct sentence encoded once: (pairs, dim) x 2."""
+    uniq = list(dict.fromkeys([*s1, *s2]))
+    pos = {s: i for i, s in enumerate(uniq)}
+    emb = encode(uniq, batch_size, bf16, progress)
+    return emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]]
+
+
 def _save(model: SentenceTransformer | CrossEncoder, path: Path | str) -> None:
     with atomic_dir(path) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
@@ -173,11 +182,7 @@ class BiEncoder:
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
         """Cosine similarity of each pair, each distinct sentence encoded once."""
-        uniq = list(dict.fromkeys([*s1, *s2]))
-        pos = {s: i for i, s in enumerate(uniq)}
-        emb = self.encode(uniq, batch_size, bf16, progress)
-        a = emb[[pos[s] for s in s1]]
-        b = emb[[pos[s] for s in s2]]
+        a, b = pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress)
         return np.sum(a * b, axis=1)
 
     def cosine_mse_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
