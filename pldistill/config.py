@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 NAMED_DATASETS = ("demo", "stsb")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-RECIPES = ("augsbert", "trans-encoder", "dse")
+RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
+POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
 DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
@@ -244,6 +245,36 @@ class DSEParams(StepParams):
     _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
 
 
+class SubParams(StepParams):
+    """rtt-ensemble: one contrastive sub-model (SimCSE, unsupervised: batch 64, lr 3e-5, length 32, 1 epoch)."""
+
+    batch_size: int = Field(64, ge=2)  # in-batch negatives: batch - 1 per sentence
+    lr: float = Field(3e-5, gt=0)
+    warmup: float = Field(0.0, ge=0, lt=1)
+    max_length: int = Field(32, ge=8)
+    temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
+
+
+class EnsembleDistillParams(SubParams):
+    """rtt-ensemble: the student learns the ensemble's embeddings, (1 - w) MAE + w InfoNCE (the paper's Eq. 3)."""
+
+    infonce_weight: float = Field(0.1, ge=0, le=1)  # the paper's lambda
+    temperature: float = Field(0.3, gt=0)  # the paper's best distillation temperature (Table 7)
+
+
+class EnsembleParams(_Section):
+    """recipe rtt-ensemble: K contrastive sub-models, their (weighted) mean as teacher, one student."""
+
+    positives: str = "dropout"  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
+    k: int = Field(5, ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
+    weights: Literal["mean", "softmax"] = "mean"  # softmax: of the sub-models' dev Spearman (points) / temperature
+    weight_temperature: float = Field(1.0, gt=0)
+    sub: SubParams = SubParams()
+    distill: EnsembleDistillParams = EnsembleDistillParams()
+
+    _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
+
+
 class TransParams(_Section):
     """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
 
@@ -286,13 +317,14 @@ class Params(_Section):
     student: TrainParams = TrainParams()
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
+    ensemble: EnsembleParams = EnsembleParams()
     evaluate: EvaluateParams = EvaluateParams()
 
     _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:
-        if self.recipe in ("augsbert", "dse") and self.cycles != 1:
+        if self.recipe != "trans-encoder" and self.cycles != 1:
             raise ValueError(
                 f"recipe {self.recipe} labels once and trains once, so cycles must be 1; found {self.cycles}"
             )
@@ -303,6 +335,11 @@ class Params(_Section):
                 "trans.sampled with a semantic strategy would mine pairs with the `gold` encoder, which learned "
                 "the gold scores, so the run would not be unsupervised; set sample.semantic.encoder to a model "
                 "spec (e.g. bundled:all-MiniLM-L6-v2) or use sample.strategy bm25"
+            )
+        if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
+            raise ValueError(
+                "ensemble.positives rtt contrasts each sentence with its round-trip paraphrase, but "
+                "augment.rtt.backend is none; set it to marian or table, or use ensemble.positives dropout"
             )
         return self
 

@@ -32,11 +32,10 @@ from pldistill import models as models_mod
 from pldistill import schemas
 from pldistill.config import Params, StepParams
 from pldistill.io import sha256_file
-from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, at_length
+from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import seed_all
 from pldistill.store import Store, digest, fingerprint, step_key
-from pldistill.training import FitResult, fit, split_scores
+from pldistill.training import FitResult, fit_at, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
 MODEL = "model"  # a training step's model directory
@@ -44,7 +43,7 @@ _HERE = Path(__file__).resolve().parent
 # Code whose change must invalidate stored steps: the files dvc.yaml lists for stage distill, and the
 # modules they use (tests/test_cycles.py checks the two lists agree).
 CODE = [*(_HERE / f"{m}.py" for m in ("cycles", "models", "training", "losses", "metrics", "schemas", "io", "store",
-                                       "runtime", "config", "dse", "datasets")),
+                                       "runtime", "config", "dse", "ensemble", "datasets")),
         _HERE.parent / "stages" / "distill.py"]
 
 
@@ -180,17 +179,8 @@ class TransEncoder:
     def _fit(self, model: BiEncoder | CrossModel, loss, s1: list[str], s2: list[str], y: np.ndarray,
              step: StepParams, desc: str) -> FitResult:
         """Train at ``step.max_length``; score dev at the model's full length, as evaluation will."""
-        full = model.max_length
-
-        def dev_score() -> float:
-            with at_length(model, full):
-                pred = model.score(self.dev["sentence1"], self.dev["sentence2"], self.p.evaluate.batch_size,
-                                   self.p.evaluate.bf16)
-            return correlation(pred, self.dev["score"])["spearman"]
-
         _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
-        with at_length(model, step.max_length):
-            return fit(model.module, loss, s1, s2, y, dev_score, step, gen, desc=desc)
+        return fit_at(model, loss, s1, s2, y, self.dev, step, self.p.evaluate, gen, desc)
 
     # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:

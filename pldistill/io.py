@@ -77,6 +77,15 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+SKIPPED_NOTE = "SKIPPED.txt"
+
+
+def write_note_dir(path: Path | str, reason: str) -> None:
+    """A stage output a recipe has nothing for (e.g. no teacher model): a directory holding only a note."""
+    with atomic_dir(path) as tmp:
+        (tmp / SKIPPED_NOTE).write_text(reason + "\n")
+
+
 def write_json(path: Path | str, obj: object) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")

@@ -40,6 +40,15 @@ PARAPHRASES = pa.schema(
 )
 PARAPHRASES_FILE = "paraphrases.parquet"
 
+# Ensemble embeddings: data/silver/ensemble.parquet (recipe rtt-ensemble), the teacher's L2-normalised
+# embedding of each sentence the student learns from; every row has the same length.
+EMBEDDINGS = pa.schema(
+    [
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("embedding", pa.list_(pa.float32()), nullable=False),
+    ]
+)
+
 # Pseudo-labels: data/pseudo/cycle-NN.parquet. `score` in [0, 1]; `logit` is the teacher's raw
 # output before the sigmoid (null for labellers without one, e.g. a bi-encoder's cosine).
 PSEUDO = pa.schema(
@@ -59,6 +68,7 @@ PSEUDO = pa.schema(
 CANDIDATES_FILE = "candidates.parquet"
 SILVER_FILE = "silver.parquet"  # the teacher's labels of the candidates (stage label)
 GOLD_LOGITS_FILE = "gold.parquet"  # recipe dse: the teacher's logits on the gold training pairs, same order
+ENSEMBLE_FILE = "ensemble.parquet"  # recipe rtt-ensemble: the ensemble's embedding of each corpus sentence
 
 
 def pseudo_file(cycle: int, labeller: str | None = None) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, autocast
+from pldistill.models import BiEncoder, CrossModel, at_length, autocast
 
 # (sentence1 batch, sentence2 batch, target batch) -> scalar loss
 BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]
@@ -137,6 +137,23 @@ def fit(
     module.eval()
     return FitResult(best_dev=best["dev"], best_step=best["step"], steps=step,
                      seconds=time.perf_counter() - t0, curve=curve)
+
+
+def fit_at(
+    model: BiEncoder | CrossModel, batch_loss: BatchLoss, s1: list[str], s2: list[str], target: np.ndarray,
+    dev: pd.DataFrame, params: StepParams, eval_params: EvaluateParams, generator: torch.Generator, desc: str,
+) -> FitResult:
+    """``fit`` truncating inputs at ``params.max_length`` (e.g. 32 for speed), while dev is scored at the
+    model's own length, as evaluation will score it."""
+    full = model.max_length
+    score = dev_spearman(model, dev, eval_params)
+
+    def dev_score() -> float:
+        with at_length(model, full):
+            return score()
+
+    with at_length(model, params.max_length):
+        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc)
 
 
 def train_bi_encoder(

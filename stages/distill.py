@@ -4,6 +4,8 @@ models/bi, models/cross and a score-per-cycle plot.
 - augsbert: the bi-encoder learns gold + the teacher's silver labels; models/cross is the teacher.
 - dse: a DSE student (encoder + learned similarity head) learns the teacher's logits mixed with the
   gold labels (weight dse.alpha); models/bi holds it with its head, models/cross is the teacher.
+- rtt-ensemble: a bi-encoder learns the ensemble's sentence embeddings (MAE + a little InfoNCE);
+  models/cross holds a note (this recipe has no cross-encoder), data/pseudo the embeddings learned.
 - trans-encoder: `cycles` rounds of bi-encoder -> cross-encoder -> bi-encoder labelling, no gold
   score used for training; the best bi- and cross-encoder on dev become models/bi and models/cross.
   Finished steps live in a store outside DVC's outputs (pldistill.store), so a rerun resumes.
@@ -17,16 +19,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import schemas
+from pldistill import ensemble, schemas
 from pldistill.config import Params
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
-from pldistill.io import atomic_dir, write_csv_rows, write_json
+from pldistill.io import atomic_dir, write_csv_rows, write_json, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
 from pldistill.datasets import infer_task
 from pldistill.dse import DSE
-from pldistill.training import dev_spearman, fit, split_scores, train_bi_encoder
+from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi_encoder
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]
 
@@ -116,6 +118,32 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
     return result
 
 
+def rtt_ensemble(params: Params, clean: Path, silver: Path, pseudo: Path, bi: Path, cross: Path, report: Path,
+                 curve: Path, cycles_plot: Path) -> dict:
+    """Distil the ensemble into one bi-encoder: it learns the ensemble's embedding of each corpus sentence."""
+    dp, sp, ep = params.ensemble.distill, params.student, params.evaluate
+    _, gen = seed_all(params.seed)
+    file = silver / schemas.ENSEMBLE_FILE
+    sentences, target = ensemble.read_embeddings(file)
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    ensemble.check_dims(student, target.shape[1], file)
+    start = split_scores(student, scored, ep)
+    res = fit_at(student, ensemble.distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,
+                 target, scored["dev"], dp, ep, gen, desc="student")
+    student.save(bi)
+    write_note_dir(cross, "recipe rtt-ensemble has no cross-encoder; its teacher is the ensemble of sub-models "
+                          "in models/teacher")
+    with atomic_dir(pseudo) as tmp:  # what the student learned: the ensemble's embeddings
+        shutil.copyfile(file, tmp / schemas.pseudo_file(1, "ensemble"))
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(0, start, None), _row(1, split_scores(student, scored, ep), None)])
+    res.write_curve(curve)
+    result = {"recipe": "rtt-ensemble", "cycle": 1, "sentences": len(sentences), "dim": int(target.shape[1]),
+              "infonce_weight": dp.infonce_weight, "temperature": dp.temperature, **res.summary()}
+    write_json(report, result)
+    return result
+
+
 def _best(steps: list[Step]) -> Step:
     """Highest dev Spearman; the earliest wins a tie."""
     return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
@@ -185,6 +213,8 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo."""
     if params.recipe == "trans-encoder":
         return trans_encoder(params, clean, pairs, pseudo, bi, cross, report, curve, cycles_plot)
+    if params.recipe == "rtt-ensemble":
+        return rtt_ensemble(params, clean, silver, pseudo, bi, cross, report, curve, cycles_plot)
     if params.recipe == "dse":
         return dse(params, clean, silver, teacher, pseudo, bi, cross, report, curve, cycles_plot)
     return augsbert(params, clean, silver, teacher, pseudo, bi, cross, report, curve, cycles_plot)

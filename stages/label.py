@@ -2,7 +2,8 @@
 distribution match the gold one); writes data/silver/silver.parquet and the label diagnostics.
 
 recipe trans-encoder has no teacher: its labellings happen inside stage distill, so this stage writes
-an empty silver set and says so."""
+an empty silver set and says so. recipe rtt-ensemble labels sentences, not pairs: the ensemble's
+embedding of every corpus sentence goes to data/silver/ensemble.parquet."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import diagnostics, schemas
+from pldistill import diagnostics, ensemble, schemas
 from pldistill.config import Params
 from pldistill.datasets import infer_task
 from pldistill.io import sha256_file, write_csv_rows, write_json
@@ -43,15 +44,35 @@ def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.r
     return pool[keep].reset_index(drop=True), extra
 
 
+SKIPPED = {"trans-encoder": "recipe trans-encoder labels inside stage distill",
+           "rtt-ensemble": "recipe rtt-ensemble labels sentences with embeddings (data/silver/ensemble.parquet)"}
+
+
+def embed_corpus(params: Params, clean: Path, teacher: Path, silver_dir: Path) -> dict:
+    """The ensemble's embedding of every sentence the student will learn."""
+    ep = params.ensemble
+    model = ensemble.Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
+    sentences = ensemble.corpus(clean)
+    t0 = time.perf_counter()
+    emb = model.encode(sentences, params.label.batch_size, params.label.bf16, progress=True)
+    seconds = time.perf_counter() - t0
+    schemas.write(silver_dir / schemas.ENSEMBLE_FILE, ensemble.embeddings_frame(sentences, emb), schemas.EMBEDDINGS)
+    return {"sentences": len(sentences), "dim": int(emb.shape[1]), "members": model.names,
+            "weights": [round(float(w), 6) for w in model.weights], "embed_seconds": round(seconds, 1)}
+
+
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
           density: Path) -> dict:
     """Label the candidates with the teacher; KDE-select when sample.strategy is kde; report diagnostics."""
     rng, _ = seed_all(params.seed)
     gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
     cands = schemas.read(pairs / schemas.CANDIDATES_FILE, schemas.CANDIDATES)
-    skipped = params.recipe == "trans-encoder"
+    skipped = params.recipe in ("trans-encoder", "rtt-ensemble")
     if skipped:
         cands = cands.iloc[:0]
+    extra: dict = {}
+    if params.recipe == "rtt-ensemble":
+        extra["ensemble"] = embed_corpus(params, clean, teacher, silver_dir)
     cycle = 1
     silver = pd.DataFrame(columns=schemas.PSEUDO.names)
     seconds = 0.0
@@ -68,15 +89,15 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
             schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, cycle, labeller),
                           schemas.PSEUDO)
 
-    extra: dict = {}
     if params.sample.strategy == "kde" and len(silver):
-        silver, extra = kde_filter(gold, silver, params, rng)
+        silver, kde = kde_filter(gold, silver, params, rng)
+        extra.update(kde)
     schemas.write(silver_dir / schemas.SILVER_FILE, silver, schemas.PSEUDO)  # after the gold logits: same dir
 
     summary, rows = diagnostics.report(gold["score"].to_numpy(), silver["score"].to_numpy(dtype=np.float64))
     write_csv_rows(density, ["score", "gold", "silver"], rows)
     result = {
-        **({"skipped": "recipe trans-encoder labels inside stage distill"} if skipped else {}),
+        **({"skipped": SKIPPED[params.recipe]} if skipped else {}),
         "cycle": cycle, "strategy": params.sample.strategy, "candidates": len(cands), **summary, **extra,
         "label_seconds": round(seconds, 1),
         "label_pairs_per_s": round(len(cands) / seconds, 1) if seconds else None,

@@ -1,12 +1,14 @@
-"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev."""
+"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev.
+
+recipe rtt-ensemble: train the ensemble's contrastive sub-models instead (pldistill.ensemble)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import schemas
+from pldistill import ensemble, schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_csv_rows, write_json
+from pldistill.io import write_csv_rows, write_json, write_note_dir
 from pldistill.models import CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.training import dev_spearman, fit
@@ -16,6 +18,8 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     """Train the Augmented-SBERT teacher: a cross-encoder with soft BCE on scores in [0, 1]."""
     if params.recipe == "trans-encoder":  # unsupervised: no cross-encoder may learn the gold scores
         return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without gold labels")
+    if params.recipe == "rtt-ensemble":
+        return sub_models(params, clean, out, report, curve)
     _, gen = seed_all(params.seed)
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
@@ -34,10 +38,23 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     return result
 
 
+def sub_models(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
+    """The ensemble's members; their dev curves laid end to end in one plot (column `member`)."""
+    trained = ensemble.train_members(params, clean, out)
+    rows, offset = [], 0
+    for m, c in zip(trained["members"], trained["curves"]):
+        rows += [[offset + r["step"], r["epoch"], r["dev"], m["name"]] for r in c]
+        offset += m["steps"]
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman", "member"], rows)
+    result = {"recipe": "rtt-ensemble", "model": params.teacher.model, "positives": params.ensemble.positives,
+              "members": trained["members"]}
+    write_json(report, result)
+    return result
+
+
 def skip(out: Path, report: Path, curve: Path, reason: str) -> dict:
     """Write the stage's outputs for a recipe that has no teacher: a note instead of a model."""
-    with atomic_dir(out) as tmp:
-        (tmp / "SKIPPED.txt").write_text(reason + "\n")
+    write_note_dir(out, reason)
     write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [])
     result = {"skipped": reason}
     write_json(report, result)

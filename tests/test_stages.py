@@ -30,8 +30,8 @@ def run_chain(params, root):
     distill(params, root / "data/clean", root / "data/pairs", root / "data/silver", root / "models/teacher",
             root / "data/pseudo", root / "models/bi", root / "models/cross", m / "distill.json", m / "student-dev.csv",
             m / "cycles.csv")
-    return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", root / "models/gold",
-                    m / "eval.json", m / "test-predictions.csv")
+    return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", root / "models/teacher",
+                    root / "models/gold", m / "eval.json", m / "test-predictions.csv")
 
 
 @pytest.fixture
@@ -174,3 +174,41 @@ def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path
         _dse_rows(gold, swapped, silver, tmp_path / "train.parquet", tmp_path)
     with pytest.raises(schemas.SchemaError, match="'logit' has 1 null"):
         _dse_rows(gold, on_gold.assign(logit=[0.0, None]), silver, tmp_path / "train.parquet", tmp_path)
+
+
+def test_rtt_ensemble_chain_distils_sub_models_into_one_student(small, tmp_path):
+    sub = {"epochs": 1, "batch_size": 16, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
+    ens = small.ensemble.model_copy(update={
+        "k": 2, "weights": "softmax",
+        "sub": small.ensemble.sub.model_copy(update=sub),
+        "distill": small.ensemble.distill.model_copy(update=sub)})
+    params = small.model_copy(update={"recipe": "rtt-ensemble", "ensemble": ens})
+    result = run_chain(params, tmp_path)
+
+    members = json.loads((tmp_path / "models/teacher/members.json").read_text())["members"]
+    assert [(m["name"], m["seed"]) for m in members] == [("sub-01", 8), ("sub-02", 9)]
+    from safetensors.torch import load_file
+    w1, w2 = (load_file(tmp_path / f"models/teacher/{n}/model.safetensors") for n in ("sub-01", "sub-02"))
+    assert any(not np.allclose(w1[k], w2[k]) for k in w1)  # two seeds, two different sub-models
+    curve = pd.read_csv(tmp_path / "metrics/teacher-dev.csv")
+    assert list(curve["member"].unique()) == ["sub-01", "sub-02"] and curve["step"].is_monotonic_increasing
+
+    from pldistill.ensemble import Ensemble, corpus, read_embeddings
+    sentences, emb = read_embeddings(tmp_path / "data/silver/ensemble.parquet")
+    assert sentences == corpus(tmp_path / "data/clean") and len(sentences) > 60  # distinct train sentences
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
+    label_report = json.loads((tmp_path / "metrics/label.json").read_text())
+    assert label_report["ensemble"]["members"] == ["sub-01", "sub-02"] and label_report["silver_pairs"] == 0
+
+    assert "cross" not in result and set(result["submodels"]) == {"sub-01", "sub-02"}
+    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
+    teacher = Ensemble.load(tmp_path / "models/teacher", "softmax", 1.0, params.teacher.max_length)
+    from pldistill.metrics import correlation
+    assert correlation(teacher.score(test["sentence1"], test["sentence2"], bf16=False),
+                       test["score"]) == result["ensemble"]["test"]
+    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    assert report["recipe"] == "rtt-ensemble" and report["sentences"] == len(sentences)
+    assert report["steps"] == -(-len(sentences) // 16)
+    assert (tmp_path / "models/cross/SKIPPED.txt").is_file()
+    assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == ["cycle-01-ensemble.parquet"]
+    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["the student is a plain bi-encoder"])

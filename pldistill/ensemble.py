@@ -1,0 +1,201 @@
+"""Round-trip-translation ensemble distillation (recipe rtt-ensemble).
+
+1. K contrastive sub-models (SimCSE's InfoNCE, temperature 0.05) learn the corpus without labels; a
+   sentence's positive is either itself under another dropout mask (`dropout`, one sub-model per seed)
+   or its round-trip paraphrase (`rtt`, one sub-model per pivot language).
+2. The ensemble embeds a sentence as the weighted mean of its members' L2-normalised embeddings,
+   normalised again (weights: uniform, or a softmax of the members' dev Spearman).
+3. One student learns the ensemble's embeddings: (1 - w) MAE + w InfoNCE (the paper's Eq. 3, w 0.1).
+
+Checkpoints are chosen on the gold dev pairs, as SimCSE chooses its own on STS-B dev.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pldistill import losses, schemas
+from pldistill.config import EvaluateParams, Params
+from pldistill.io import atomic_dir
+from pldistill.models import BiEncoder, ModelError, pair_embeddings
+from pldistill.runtime import seed_all
+from pldistill.training import BatchLoss, fit_at, split_scores
+
+MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
+
+
+@dataclass(frozen=True)
+class Positives:
+    """What one sub-model learns: each sentence and its positive (itself for dropout views)."""
+
+    name: str  # sub-01
+    seed: int
+    language: str | None  # the pivot language of rtt positives
+    sentences: list[str]
+    positives: list[str]
+
+
+def corpus(clean: Path) -> list[str]:
+    """The unlabelled sentences the student learns: the cleaned RTT corpus when stage augment made one,
+    else every distinct sentence of the cleaned training pairs (their scores are never read)."""
+    para = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
+    if len(para):
+        return list(dict.fromkeys(para["sentence"]))
+    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    return list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))
+
+
+def positive_sets(params: Params, clean: Path) -> list[Positives]:
+    """One entry per sub-model: ensemble.k dropout seeds, or one per language of the paraphrases."""
+    ep = params.ensemble
+    if ep.positives == "dropout":
+        sents = corpus(clean)
+        return [Positives(f"sub-{k:02d}", params.seed + k, None, sents, sents) for k in range(1, ep.k + 1)]
+    para = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
+    if para.empty:
+        raise schemas.SchemaError(f"{clean / schemas.PARAPHRASES_FILE}: no paraphrases; ensemble.positives rtt "
+                                  "needs augment.rtt to produce some (see metrics/augment.json)")
+    sets = []
+    for k, (lang, df) in enumerate(sorted(para.groupby("language", sort=True)), start=1):
+        sets.append(Positives(f"sub-{k:02d}", params.seed + k, str(lang), list(df["sentence"]), list(df["paraphrase"])))
+    return sets
+
+
+def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
+    """InfoNCE between each sentence and its positive, other positives in the batch as negatives.
+    Both sides go through one forward pass in train mode, so a sentence that is its own positive
+    meets itself under two independent dropout masks (unsupervised SimCSE)."""
+
+    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+        emb = model._embed(s1 + s2)  # (2 * batch, dim)
+        return losses.info_nce(emb[: len(s1)], emb[len(s1) :], temperature)
+
+    return batch_loss
+
+
+def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
+    """(1 - w) * MAE(student, teacher) + w * InfoNCE(student, teacher); target rows: teacher embeddings."""
+
+    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+        emb = model._embed(s1)  # (batch, dim)
+        return ((1 - infonce_weight) * losses.embedding_mae(emb, target)
+                + infonce_weight * losses.info_nce(emb, target, temperature))
+
+    return batch_loss
+
+
+def train_members(params: Params, clean: Path, out: Path) -> dict:
+    """Train every sub-model from teacher.model and save them as ``out``/sub-NN plus members.json."""
+    tp, sp = params.teacher, params.ensemble.sub
+    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
+    members, curves = [], []
+    with atomic_dir(out) as tmp:
+        for pos in positive_sets(params, clean):
+            _, gen = seed_all(pos.seed)  # torch's global seed drives the dropout masks
+            model = BiEncoder.load(tp.model, tp.max_length, tp.trust_remote_code)
+            res = fit_at(model, simcse_loss(model, sp.temperature), pos.sentences, pos.positives,
+                         np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
+            model.save(tmp / pos.name)
+            members.append({"name": pos.name, "seed": pos.seed, "language": pos.language,
+                            "sentences": len(pos.sentences), **res.summary()})
+            curves.append(res.curve)
+        (tmp / MEMBERS_FILE).write_text(json.dumps({"positives": params.ensemble.positives, "members": members},
+                                                   indent=2) + "\n")
+    return {"members": members, "curves": curves}
+
+
+def member_weights(dev_spearman: Sequence[float], how: str, temperature: float = 1.0) -> np.ndarray:
+    """Uniform, or softmax(dev Spearman in points / temperature): the paper's softmax over scores,
+    here over dev rather than test scores, so that no test label shapes the teacher."""
+    s = np.asarray(dev_spearman, dtype=np.float64)
+    if how == "mean":
+        return np.full(len(s), 1 / len(s))
+    if how != "softmax":
+        raise ValueError(f"ensemble.weights: expected mean or softmax; found {how!r}")
+    z = np.exp((s - s.max()) / temperature)
+    return z / z.sum()
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+class Ensemble:
+    """The teacher of rtt-ensemble: sub-models whose normalised embeddings are averaged with weights."""
+
+    kind = "ensemble"
+
+    def __init__(self, members: list[BiEncoder], names: list[str], weights: np.ndarray):
+        self.members, self.names, self.weights = members, names, weights
+
+    @classmethod
+    def load(cls, path: Path | str, how: str, temperature: float, max_length: int) -> Ensemble:
+        """The sub-models in ``path`` (stage teacher's output), weighted as ``how`` says."""
+        path = Path(path)
+        file = path / MEMBERS_FILE
+        if not file.is_file():
+            raise FileNotFoundError(f"{path}: no {MEMBERS_FILE}; not an ensemble (train one with recipe rtt-ensemble)")
+        try:
+            listed = json.loads(file.read_text())["members"]
+            names, dev = [m["name"] for m in listed], [float(m["best_dev"]) for m in listed]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ModelError(f"{file}: expected {{'members': [{{'name', 'best_dev', ...}}]}} ({err!r})") from None
+        if not names:
+            raise ModelError(f"{file}: lists no members")
+        members = [BiEncoder.load(str(path / n), max_length) for n in names]
+        dims = {m.model.get_sentence_embedding_dimension() for m in members}
+        if len(dims) > 1:
+            raise ModelError(f"{path}: members embed in different sizes {sorted(dims)}; an average needs one")
+        return cls(members, names, member_weights(dev, how, temperature))
+
+    @property
+    def dim(self) -> int:
+        return self.members[0].model.get_sentence_embedding_dimension()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> np.ndarray:
+        """(len(texts), dim) float32: sum_k w_k * normalise(f_k(x)), normalised."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for w, m in zip(self.weights, self.members):
+            out += np.float32(w) * m.encode(texts, batch_size, bf16, progress)  # each already unit length
+        return _normalise(out)
+
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+              progress: bool = False) -> np.ndarray:
+        """Cosine of the ensemble embeddings of each pair."""
+        a, b = pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress)
+        return np.sum(a * b, axis=1)
+
+
+def embeddings_frame(sentences: list[str], emb: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"sentence": sentences, "embedding": list(emb.astype(np.float32))})
+
+
+def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
+    """Sentences and their (n, dim) embeddings from an ensemble.parquet; every row must have one size."""
+    df = schemas.read(path, schemas.EMBEDDINGS)
+    sizes = df["embedding"].map(len)
+    if len(df) == 0 or sizes.nunique() != 1:
+        found = "no rows" if len(df) == 0 else f"sizes {sorted(sizes.unique().tolist())}"
+        raise schemas.SchemaError(f"{path}: expected rows of one embedding size; found {found}; rerun stage label")
+    return list(df["sentence"]), np.stack(df["embedding"].to_numpy()).astype(np.float32)
+
+
+def check_dims(student: BiEncoder, teacher_dim: int, where: Path) -> None:
+    dim = student.model.get_sentence_embedding_dimension()
+    if dim != teacher_dim:
+        raise ModelError(f"{where}: the ensemble embeds in {teacher_dim} dimensions, the student "
+                         f"({student.name}) in {dim}; MAE needs one size: pick a student.model of width {teacher_dim}")
+
+
+def score_members(ensemble: Ensemble, splits: dict[str, pd.DataFrame], params: EvaluateParams) -> dict:
+    """{name: {split: correlation}} for every sub-model."""
+    return {n: split_scores(m, splits, params) for n, m in zip(ensemble.names, ensemble.members)}

@@ -1,0 +1,153 @@
+"""rtt-ensemble pieces: member weights, the ensemble embedding, the two losses, positives, checks."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pldistill import ensemble, schemas
+from pldistill.config import ConfigError, parse_params
+from pldistill.models import BiEncoder, ModelError
+
+
+def test_member_weights_mean_and_softmax_of_dev_points():
+    assert ensemble.member_weights([80.0, 70.0, 75.0], "mean") == pytest.approx([1 / 3] * 3)
+    w = ensemble.member_weights([80.0, 79.0], "softmax")
+    assert w == pytest.approx([np.e / (1 + np.e), 1 / (1 + np.e)])  # one point apart: e : 1
+    flat = ensemble.member_weights([80.0, 79.0], "softmax", temperature=100.0)
+    assert flat[0] - flat[1] == pytest.approx(np.tanh(0.005), rel=1e-6)  # a high temperature: near uniform
+    with pytest.raises(ValueError, match="expected mean or softmax"):
+        ensemble.member_weights([1.0], "median")
+
+
+@pytest.fixture
+def two_members(tiny_model_dir, tmp_path):
+    """An ensemble directory with two different tiny sub-models and a members.json."""
+    out = tmp_path / "teacher"
+    for i, name in enumerate(("sub-01", "sub-02")):
+        m = BiEncoder.load(str(tiny_model_dir), 32)
+        torch.manual_seed(i)
+        with torch.no_grad():  # make the second member differ from the first
+            for p in m.module.parameters():
+                p.add_(0.05 * i * torch.randn_like(p))
+        m.save(out / name)
+    (out / ensemble.MEMBERS_FILE).write_text(json.dumps({"positives": "dropout", "members": [
+        {"name": "sub-01", "best_dev": 60.0}, {"name": "sub-02", "best_dev": 59.0}]}))
+    return out
+
+
+def test_ensemble_embedding_is_the_normalised_weighted_mean_of_normalised_members(two_members):
+    texts = ["a cat sat on the mat", "rain falls on the river", "music at night"]
+    ens = ensemble.Ensemble.load(two_members, "softmax", 1.0, 32)
+    a, b = (m.encode(texts, bf16=False) for m in ens.members)
+    assert not np.allclose(a, b, atol=1e-3)
+    w = ens.weights
+    expected = w[0] * a + w[1] * b
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    got = ens.encode(texts, bf16=False)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+    pairs = ens.score(texts[:2], texts[1:], bf16=False)
+    np.testing.assert_allclose(pairs, np.sum(got[:2] * got[1:], axis=1), atol=1e-5)
+
+
+def test_ensemble_load_names_what_is_wrong(two_members, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no members.json; not an ensemble"):
+        ensemble.Ensemble.load(tmp_path, "mean", 1.0, 32)
+    (two_members / ensemble.MEMBERS_FILE).write_text(json.dumps({"members": [{"name": "sub-01"}]}))
+    with pytest.raises(ModelError, match="members.json: expected"):
+        ensemble.Ensemble.load(two_members, "mean", 1.0, 32)
+
+
+def test_simcse_dropout_views_differ_in_training_and_agree_in_eval(tiny_model_dir):
+    model = BiEncoder.load(str(tiny_model_dir), 32)
+    sents = [f"sentence number {i} about {w}" for i, w in enumerate(["cats", "dogs", "rain", "cars"])]
+    loss = ensemble.simcse_loss(model, 0.05)
+    target = torch.zeros(len(sents))
+    model.module.train()
+    torch.manual_seed(0)
+    emb = model._embed(sents + sents)
+    assert not torch.allclose(emb[:4], emb[4:])  # two dropout masks: two views of each sentence
+    train_loss = loss(sents, sents, target)
+    model.module.eval()
+    with torch.no_grad():
+        emb = model._embed(sents + sents)
+        eval_loss = loss(sents, sents, target)
+    torch.testing.assert_close(emb[:4], emb[4:])  # no dropout: the positive is the sentence's own embedding
+    assert train_loss.requires_grad and train_loss.item() > 0
+    sim = torch.nn.functional.cosine_similarity(emb[:4].unsqueeze(1), emb[:4].unsqueeze(0), dim=-1) / 0.05
+    assert eval_loss.item() == pytest.approx(torch.nn.functional.cross_entropy(sim, torch.arange(4)).item(), rel=1e-5)
+
+
+def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
+    model = BiEncoder.load(str(tiny_model_dir), 32)
+    model.module.eval()
+    sents = ["one small cat", "two big dogs", "rain on the river"]
+    with torch.no_grad():
+        own = model._embed(sents)
+        same = ensemble.distill_loss(model, 0.1, 0.3)(sents, sents, own)
+        info = torch.nn.functional.cross_entropy(
+            torch.nn.functional.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
+        assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-5)  # MAE to itself is 0
+        other = torch.nn.functional.normalize(torch.randn_like(own), dim=-1)
+        only_mae = ensemble.distill_loss(model, 0.0, 0.3)(sents, sents, other)
+        assert only_mae.item() == pytest.approx((own - other).norm(dim=-1).mean().item(), rel=1e-5)
+
+
+def _clean_dir(tmp_path, paraphrases: pd.DataFrame) -> object:
+    train = pd.DataFrame({"sentence1": ["a b c d", "e f g h"], "sentence2": ["e f g h", "i j k l"], "score": [0.1, 0.9]})
+    schemas.write(tmp_path / "train.parquet", train, schemas.PAIRS)
+    schemas.write(tmp_path / schemas.PARAPHRASES_FILE, paraphrases, schemas.PARAPHRASES)
+    return tmp_path
+
+
+def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
+    empty = pd.DataFrame(columns=schemas.PARAPHRASES.names)
+    clean = _clean_dir(tmp_path, empty)
+    p = parse_params({"seed": 10, "recipe": "rtt-ensemble", "ensemble": {"k": 3}})
+    sets = ensemble.positive_sets(p, clean)
+    assert [(s.name, s.seed, s.language) for s in sets] == [("sub-01", 11, None), ("sub-02", 12, None),
+                                                             ("sub-03", 13, None)]
+    assert sets[0].sentences == sets[0].positives == ["a b c d", "e f g h", "i j k l"]  # distinct, in order
+
+    rtt = parse_params({"recipe": "rtt-ensemble", "ensemble": {"positives": "rtt"},
+                        "augment": {"rtt": {"backend": "table", "table": "t.tsv"}}})
+    with pytest.raises(schemas.SchemaError, match="no paraphrases"):
+        ensemble.positive_sets(rtt, clean)
+    para = pd.DataFrame({"sentence": ["a b c d", "e f g h", "a b c d"], "paraphrase": ["a b c", "f e g h", "a c d"],
+                         "language": ["fr", "fr", "de"]})
+    clean = _clean_dir(tmp_path, para)
+    sets = ensemble.positive_sets(rtt, clean)
+    assert [(s.name, s.language, s.sentences, s.positives) for s in sets] == [
+        ("sub-01", "de", ["a b c d"], ["a c d"]), ("sub-02", "fr", ["a b c d", "e f g h"], ["a b c", "f e g h"])]
+    assert ensemble.corpus(clean) == ["a b c d", "e f g h"]  # the RTT corpus, not the pairs
+
+
+def test_read_embeddings_refuses_ragged_rows(tmp_path):
+    f = tmp_path / "ensemble.parquet"
+    schemas.write(f, ensemble.embeddings_frame(["a", "b"], np.ones((2, 3))), schemas.EMBEDDINGS)
+    sents, emb = ensemble.read_embeddings(f)
+    assert sents == ["a", "b"] and emb.shape == (2, 3) and emb.dtype == np.float32
+    ragged = pd.DataFrame({"sentence": ["a", "b"], "embedding": [np.ones(3, np.float32), np.ones(2, np.float32)]})
+    schemas.write(f, ragged, schemas.EMBEDDINGS)
+    with pytest.raises(schemas.SchemaError, match=r"one embedding size; found sizes \[2, 3\]"):
+        ensemble.read_embeddings(f)
+
+
+def test_student_of_another_width_is_refused(tiny_model_dir, tmp_path):
+    student = BiEncoder.load(str(tiny_model_dir), 32)
+    with pytest.raises(ModelError, match="ensemble embeds in 384 dimensions, the student .* in 32"):
+        ensemble.check_dims(student, 384, tmp_path / "ensemble.parquet")
+
+
+def test_config_refuses_rtt_positives_without_translations_and_extra_cycles():
+    with pytest.raises(ConfigError, match="augment.rtt.backend is none"):
+        parse_params({"recipe": "rtt-ensemble", "ensemble": {"positives": "rtt"}})
+    with pytest.raises(ConfigError, match="cycles must be 1"):
+        parse_params({"recipe": "rtt-ensemble", "cycles": 2})
+    with pytest.raises(ConfigError, match="ensemble.positives: expected one of dropout, rtt"):
+        parse_params({"ensemble": {"positives": "backtranslation"}})
+    with pytest.raises(ConfigError, match="ensemble.sub.batch_size"):
+        parse_params({"ensemble": {"sub": {"batch_size": 1}}})  # InfoNCE needs a negative
