@@ -81,10 +81,12 @@ def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
 
 
 def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
-    """(1 - w) * MAE(student, teacher) + w * InfoNCE(student, teacher); target rows: teacher embeddings."""
+    """(1 - w) * MAE(student, teacher) + w * InfoNCE(student, teacher); target rows: teacher embeddings
+    (unit length). The student's embedding is normalised first, so that a student without a Normalize
+    module learns the teacher's direction instead of spending the MAE on shrinking its norm."""
 
     def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        emb = model._embed(s1)  # (batch, dim)
+        emb = torch.nn.functional.normalize(model._embed(s1).float(), dim=-1)  # (batch, dim)
         return ((1 - infonce_weight) * losses.embedding_mae(emb, target)
                 + infonce_weight * losses.info_nce(emb, target, temperature))
 
@@ -104,11 +106,22 @@ def train_members(params: Params, clean: Path, out: Path) -> dict:
                          np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
             model.save(tmp / pos.name)
             members.append({"name": pos.name, "seed": pos.seed, "language": pos.language,
-                            "sentences": len(pos.sentences), **res.summary()})
+                            "sentences": len(pos.sentences), **res.summary(),
+                            "start_dev": res.curve[0]["dev"]})
             curves.append(res.curve)
         (tmp / MEMBERS_FILE).write_text(json.dumps({"positives": params.ensemble.positives, "members": members},
                                                    indent=2) + "\n")
-    return {"members": members, "curves": curves}
+    return {"members": members, "curves": curves, "warning": collapse_warning(members, tp.model)}
+
+
+def collapse_warning(members: list[dict], start: str) -> str | None:
+    """Every member kept its starting weights (no checkpoint beat the start on dev): the ensemble is
+    K copies of ``start``. Likely when ``start`` is already a trained sentence encoder, where the
+    contrastive loss has little left to teach; the paper starts from BERT-base."""
+    if all(m["best_step"] == 0 for m in members):
+        return (f"no sub-model beat its start ({start}) on dev, so every member is a copy of it and the "
+                "ensemble adds nothing; start the sub-models from a base language model (teacher.model)")
+    return None
 
 
 def member_weights(dev_spearman: Sequence[float], how: str, temperature: float = 1.0) -> np.ndarray:
@@ -148,7 +161,7 @@ class Ensemble:
         except (ValueError, KeyError, TypeError) as err:
             raise ModelError(f"{file}: expected {{'members': [{{'name', 'best_dev', ...}}]}} ({err!r})") from None
         if not names:
-            raise ModelError(f"{file}: lists no members")
+            raise ModelError(f"{file}: lists no members; rerun stage teacher (`dvc repro -f -s teacher`)")
         members = [BiEncoder.load(str(path / n), max_length) for n in names]
         dims = {m.model.get_sentence_embedding_dimension() for m in members}
         if len(dims) > 1:
@@ -186,7 +199,12 @@ def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
     if len(df) == 0 or sizes.nunique() != 1:
         found = "no rows" if len(df) == 0 else f"sizes {sorted(sizes.unique().tolist())}"
         raise schemas.SchemaError(f"{path}: expected rows of one embedding size; found {found}; rerun stage label")
-    return list(df["sentence"]), np.stack(df["embedding"].to_numpy()).astype(np.float32)
+    emb = np.stack(df["embedding"].to_numpy()).astype(np.float32)
+    bad = ~np.isfinite(emb).all(axis=1)
+    if bad.any():
+        raise schemas.SchemaError(f"{path}: {int(bad.sum())} embedding(s) with NaN or inf, first at row "
+                                  f"{int(np.argmax(bad))}; rerun stage label")
+    return list(df["sentence"]), emb
 
 
 def check_dims(student: BiEncoder, teacher_dim: int, where: Path) -> None:

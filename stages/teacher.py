@@ -4,6 +4,7 @@ recipe rtt-ensemble: train the ensemble's contrastive sub-models instead (pldist
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from pldistill import ensemble, schemas
@@ -44,10 +45,12 @@ def sub_models(params: Params, clean: Path, out: Path, report: Path, curve: Path
     rows, offset = [], 0
     for m, c in zip(trained["members"], trained["curves"]):
         rows += [[offset + r["step"], r["epoch"], r["dev"], m["name"]] for r in c]
-        offset += m["steps"]
+        offset += m["steps"] + 1  # the next member's step 0 gets an x of its own
     write_csv_rows(curve, ["step", "epoch", "dev_spearman", "member"], rows)
+    if trained["warning"]:
+        print(f"warning: {trained['warning']}", file=sys.stderr)
     result = {"recipe": "rtt-ensemble", "model": params.teacher.model, "positives": params.ensemble.positives,
-              "members": trained["members"]}
+              "members": trained["members"], **({"warning": trained["warning"]} if trained["warning"] else {})}
     write_json(report, result)
     return result
 

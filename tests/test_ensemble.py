@@ -44,6 +44,7 @@ def test_ensemble_embedding_is_the_normalised_weighted_mean_of_normalised_member
     a, b = (m.encode(texts, bf16=False) for m in ens.members)
     assert not np.allclose(a, b, atol=1e-3)
     w = ens.weights
+    assert w == pytest.approx([np.e / (1 + np.e), 1 / (1 + np.e)])  # softmax of members.json's 60 and 59
     expected = w[0] * a + w[1] * b
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     got = ens.encode(texts, bf16=False)
@@ -85,15 +86,23 @@ def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
     model = BiEncoder.load(str(tiny_model_dir), 32)
     model.module.eval()
     sents = ["one small cat", "two big dogs", "rain on the river"]
+    F = torch.nn.functional
     with torch.no_grad():
-        own = model._embed(sents)
-        same = ensemble.distill_loss(model, 0.1, 0.3)(sents, sents, own)
-        info = torch.nn.functional.cross_entropy(
-            torch.nn.functional.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
-        assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-5)  # MAE to itself is 0
-        other = torch.nn.functional.normalize(torch.randn_like(own), dim=-1)
+        raw = model._embed(sents)
+        assert not torch.allclose(raw.norm(dim=-1), torch.ones(3))  # the tiny model has no Normalize module
+        own = F.normalize(raw, dim=-1)
+        same = ensemble.distill_loss(model, 0.1, 0.3)(sents, sents, own)  # the student's raw norm does not matter
+        info = F.cross_entropy(F.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
+        torch.manual_seed(0)
+        other = F.normalize(torch.randn_like(own), dim=-1)
         only_mae = ensemble.distill_loss(model, 0.0, 0.3)(sents, sents, other)
         assert only_mae.item() == pytest.approx((own - other).norm(dim=-1).mean().item(), rel=1e-5)
+        # InfoNCE rows are the student's sentences, columns the teacher's: not the transpose
+        sim = F.cosine_similarity(own.unsqueeze(1), other.unsqueeze(0), dim=-1) / 0.3
+        only_nce = ensemble.distill_loss(model, 1.0, 0.3)(sents, sents, other)
+        assert only_nce.item() == pytest.approx(F.cross_entropy(sim, torch.arange(3)).item(), rel=1e-5)
+        assert only_nce.item() != pytest.approx(F.cross_entropy(sim.T, torch.arange(3)).item(), rel=1e-3)
+    assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-4)  # MAE to itself is 0
 
 
 def _clean_dir(tmp_path, paraphrases: pd.DataFrame) -> object:
@@ -125,6 +134,33 @@ def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
     assert ensemble.corpus(clean) == ["a b c d", "e f g h"]  # the RTT corpus, not the pairs
 
 
+def test_rtt_sub_models_learn_paraphrases_one_per_language_and_repeat_exactly(tiny_model_dir, tmp_path):
+    para = pd.DataFrame({"sentence": [f"the cat number {i} sat" for i in range(12)] * 2,
+                         "paraphrase": [f"a cat {i} was sitting" for i in range(12)] + [f"cat {i} sits" for i in range(12)],
+                         "language": ["fr"] * 12 + ["de"] * 12})
+    clean = _clean_dir(tmp_path, para)
+    dev = pd.DataFrame({"sentence1": ["a cat sat", "rain falls", "a dog ran"], "sentence2": ["the cat sat", "music", "dogs run"],
+                        "score": [0.9, 0.1, 0.7]})
+    schemas.write(clean / "dev.parquet", dev, schemas.PAIRS)
+    model = {"model": str(tiny_model_dir), "max_length": 32}
+    p = parse_params({"recipe": "rtt-ensemble", "teacher": model, "evaluate": {"bf16": False},
+                      "augment": {"rtt": {"backend": "table", "table": "t.tsv"}},
+                      "ensemble": {"positives": "rtt", "k": 9, "sub": {"batch_size": 4, "lr": 1e-3}}})
+    a = ensemble.train_members(p, clean, tmp_path / "a")
+    assert [(m["name"], m["language"], m["sentences"], m["steps"]) for m in a["members"]] == [
+        ("sub-01", "de", 12, 3), ("sub-02", "fr", 12, 3)]  # k is for dropout; rtt: one per language
+    ensemble.train_members(p, clean, tmp_path / "b")
+    for name in ("sub-01", "sub-02"):
+        f = f"{name}/model.safetensors"
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()  # same seed, same bytes
+    assert json.loads((tmp_path / "a" / ensemble.MEMBERS_FILE).read_text())["positives"] == "rtt"
+
+
+def test_collapse_is_reported_when_no_member_moved():
+    assert ensemble.collapse_warning([{"best_step": 0}, {"best_step": 0}], "m").startswith("no sub-model beat")
+    assert ensemble.collapse_warning([{"best_step": 0}, {"best_step": 4}], "m") is None
+
+
 def test_read_embeddings_refuses_ragged_rows(tmp_path):
     f = tmp_path / "ensemble.parquet"
     schemas.write(f, ensemble.embeddings_frame(["a", "b"], np.ones((2, 3))), schemas.EMBEDDINGS)
@@ -133,6 +169,9 @@ def test_read_embeddings_refuses_ragged_rows(tmp_path):
     ragged = pd.DataFrame({"sentence": ["a", "b"], "embedding": [np.ones(3, np.float32), np.ones(2, np.float32)]})
     schemas.write(f, ragged, schemas.EMBEDDINGS)
     with pytest.raises(schemas.SchemaError, match=r"one embedding size; found sizes \[2, 3\]"):
+        ensemble.read_embeddings(f)
+    schemas.write(f, ensemble.embeddings_frame(["a", "b"], np.array([[1, 0], [np.nan, 1]])), schemas.EMBEDDINGS)
+    with pytest.raises(schemas.SchemaError, match="1 embedding.* NaN or inf, first at row 1"):
         ensemble.read_embeddings(f)
 
 

@@ -6,7 +6,7 @@ import torch
 from pldistill.config import parse_params
 from pldistill.metrics import correlation, jaccard
 from pldistill.models import BiEncoder
-from pldistill.training import dev_spearman, fit
+from pldistill.training import dev_spearman, fit, fit_at
 from tests.conftest import make_pairs
 
 
@@ -39,6 +39,27 @@ def test_fit_is_deterministic_for_a_seed(tiny_model_dir):
     for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
         assert torch.equal(pa, pb), name
     assert any(not torch.equal(pa, pc) for pa, pc in zip(a.module.state_dict().values(), c.module.state_dict().values()))
+
+
+def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monkeypatch):
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=64)
+    train, dev = make_pairs(16), make_pairs(8, offset=100)
+    seen = {"train": set(), "dev": set()}
+    score = bi.score
+
+    def spy_score(*args, **kwargs):
+        seen["dev"].add(bi.max_length)
+        return score(*args, **kwargs)
+
+    def loss(s1, s2, y):
+        seen["train"].add(bi.max_length)
+        return bi.cosine_mse_loss(s1, s2, y)
+
+    monkeypatch.setattr(bi, "score", spy_score)
+    p = parse_params({"student": {"batch_size": 8, "max_length": 16}, "evaluate": {"bf16": False}})
+    fit_at(bi, loss, list(train["sentence1"]), list(train["sentence2"]), train["score"].to_numpy(), dev,
+           p.student, p.evaluate, torch.Generator().manual_seed(0), desc="t")
+    assert seen == {"train": {16}, "dev": {64}} and bi.max_length == 64  # and restored afterwards
 
 
 def test_metrics():
