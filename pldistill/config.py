@@ -13,7 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-NAMED_DATASETS = ("demo", "stsb")
+NAMED_DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
@@ -21,7 +21,7 @@ DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
-TASKS = ("regression",)  # classification arrives with its metrics
+TASKS = ("regression", "classification")
 BUNDLED_MODELS = ("all-MiniLM-L6-v2",)  # `bundled:<name>`; weights and sha256 in pldistill.models
 
 

@@ -1,4 +1,4 @@
-"""Readers for the named datasets (demo, STS Benchmark) and for any table given by path.
+"""Readers for the named datasets (demo, STS Benchmark, SICK-R, MRPC, QQP) and for any table given by path.
 
 Each reader returns a :class:`Loaded`: the three splits as frames with columns sentence1, sentence2,
 score (scores scaled to [0, 1]) and the count of malformed rows dropped, by reason.
@@ -6,10 +6,12 @@ score (scores scaled to [0, 1]) and the count of malformed rows dropped, by reas
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
 import tarfile
+import zipfile
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -30,6 +32,23 @@ DOWNLOAD_DIR = Path("data/downloads")
 # The official STS Benchmark archive (STS wiki, Cer et al. 2017) and its sha256.
 STSB_URL = "https://ixa2.si.ehu.eus/stswiki/images/4/48/Stsbenchmark.tar.gz"
 STSB_SHA256 = "557a86abbd2b76ee6768d8b5103b659601a9d26b797898c7467812f303b21280"
+# SICK (Marelli et al. 2014), the full SICK.txt in its zip as the SICK page links it (sha256: HF datasets' sick).
+SICK_URL = "https://zenodo.org/record/2787612/files/SICK.zip?download=1"
+SICK_SHA256 = "da272af924399fc2de4889ed55383e38822c10d16c4a949a89d597d09a0b7912"
+# MRPC (Dolan & Brockett 2005) as SentEval mirrors Microsoft's files, and GLUE's dev-pair ids
+# (sha256: TFDS url_checksums/glue.txt and HF datasets' glue agree).
+MRPC_FILES = {
+    "train": ("https://dl.fbaipublicfiles.com/senteval/senteval_data/msr_paraphrase_train.txt",
+              "60a9b09084528f0673eedee2b69cb941920f0b8cd0eeccefc464a98768457f89"),
+    "test": ("https://dl.fbaipublicfiles.com/senteval/senteval_data/msr_paraphrase_test.txt",
+             "a04e271090879aaba6423d65b94950c089298587d9c084bf9cd7439bd785f784"),
+    "dev_ids": ("https://dl.fbaipublicfiles.com/glue/data/mrpc_dev_ids.tsv",
+                "971d7767d81b997fd9060ade0ec23c4fc31cbb226a55d1bd4a1bac474eb81dc7"),
+}
+# Quora Question Pairs, Quora's first release (sha256: HF datasets' quora; torchtext pins md5 b6d5672b…).
+QQP_URL = "http://qim.fs.quoracdn.net/quora_duplicate_questions.tsv"
+QQP_SHA256 = "b3350dbb1d98db1f5abca85d736ba514bf4da253fae53939303d79fe921ec7c8"
+TASK_OF = {"stsb": "regression", "sickr": "regression", "mrpc": "classification", "qqp": "classification"}
 _SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 
 
@@ -45,8 +64,10 @@ class Loaded:
     sha256: str | None = None
 
 
-def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Counter) -> pd.DataFrame:
-    """Keep rows with two non-empty sentences and a finite score in [lo, hi]; scale scores to [0, 1]."""
+def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Counter,
+                keep: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Keep rows with two non-empty sentences and a finite score in [lo, hi]; scale scores to [0, 1].
+    Columns named in ``keep`` ride along unchanged."""
     s1 = df["sentence1"].astype("string").str.strip()
     s2 = df["sentence2"].astype("string").str.strip()
     score = pd.to_numeric(df["score"], errors="coerce")
@@ -63,7 +84,7 @@ def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Cou
         bad |= mask
     out = pd.DataFrame(
         {"sentence1": s1[~bad].astype(str), "sentence2": s2[~bad].astype(str),
-         "score": ((score[~bad] - lo) / (hi - lo)).astype(float)}
+         "score": ((score[~bad] - lo) / (hi - lo)).astype(float), **{c: df.loc[~bad, c] for c in keep}}
     )
     return out.reset_index(drop=True)
 
@@ -71,7 +92,7 @@ def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Cou
 # --------------------------------------------------------------------------- STS Benchmark
 def _fetch(url: str, sha256: str) -> Path:
     """Download ``url`` once into data/downloads/, checking its sha256."""
-    dest = DOWNLOAD_DIR / url.rsplit("/", 1)[-1]
+    dest = DOWNLOAD_DIR / url.rsplit("/", 1)[-1].split("?", 1)[0]
     if not dest.is_file() or sha256_file(dest) != sha256:
         print(f"downloading {url} -> {dest}")
         try:
@@ -90,6 +111,158 @@ def _fetch(url: str, sha256: str) -> Path:
                 f"(e.g. -S data.source=../shared/data/Stsbenchmark.tar.gz)"
             ) from None
     return dest
+
+
+def _source(params: DataParams) -> Path | None:
+    """``data.source`` as an existing path, or None for the official download."""
+    if not params.source:
+        return None
+    source = Path(params.source)
+    if not source.exists():
+        raise DataError(f"data.source {source}: not found")
+    return source
+
+
+def _find(source: Path, name: str, what: str) -> Path:
+    """``source`` itself when it is a file, else the first ``name`` inside the directory."""
+    if source.is_file():
+        return source
+    hits = sorted(source.rglob(name))
+    if not hits:
+        raise DataError(f"{source}: no {name} inside (expected {what})")
+    return hits[0]
+
+
+def _note_digest(path: Path, expected: str) -> str:
+    digest = sha256_file(path)
+    if digest != expected:
+        print(f"note: {path} sha256 {digest[:12]}… differs from the official file's {expected[:12]}…")
+    return digest
+
+
+def _tab_rows(text: str, where: str, need: list[str], dropped: Counter) -> list[dict[str, str]]:
+    """Rows of a tab-separated text with a header line, as dicts of the ``need`` columns; rows with
+    fewer fields than the header are dropped and counted. Quotes are text (no CSV quoting)."""
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines:
+        raise DataError(f"{where}: empty file")
+    header = [h.strip() for h in lines[0].split("\t")]
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise DataError(f"{where}: header lacks {missing}; found {header}")
+    pos = [header.index(c) for c in need]
+    rows = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < len(header):
+            dropped[f"{where}:too_few_fields"] += 1
+            continue
+        rows.append({c: fields[i] for c, i in zip(need, pos)})
+    return rows
+
+
+# --------------------------------------------------------------------------- SICK-R
+SICK_SPLITS = {"TRAIN": "train", "TRIAL": "dev", "TEST": "test"}
+
+
+def parse_sick(text: str, where: str, dropped: Counter) -> dict[str, pd.DataFrame]:
+    """SICK.txt: tab-separated with a header; relatedness_score in [1, 5]; SemEval_set TRAIN/TRIAL/TEST
+    (TRIAL is the dev split, as SentEval and the SemEval task use it)."""
+    need = ["sentence_A", "sentence_B", "relatedness_score", "SemEval_set"]
+    df = pd.DataFrame(_tab_rows(text, where, need, dropped), columns=need).rename(columns={"sentence_A": "sentence1", "sentence_B": "sentence2",
+                                            "relatedness_score": "score"})
+    split = df["SemEval_set"].str.strip().map(SICK_SPLITS)
+    if split.isna().any():
+        dropped[f"{where}:unknown_SemEval_set"] += int(split.isna().sum())
+    return {s: _clean_rows(df[split == s], 1.0, 5.0, f"{where}[{s}]", dropped) for s in SPLITS}
+
+
+def load_sickr(params: DataParams) -> Loaded:
+    """SICK relatedness: SICK.zip (official), SICK.txt, or a directory holding either."""
+    source = _source(params) or _fetch(SICK_URL, SICK_SHA256)
+    zips = sorted(source.rglob("SICK.zip")) if source.is_dir() else []
+    path = zips[0] if zips else _find(source, "SICK.txt", "SICK.zip or SICK.txt")
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if Path(n).name == "SICK.txt"]
+            if not names:
+                raise DataError(f"{path}: zip has no SICK.txt (found {z.namelist()[:5]})")
+            text = z.read(names[0]).decode("utf-8")
+    else:
+        text = path.read_text(encoding="utf-8")
+    dropped: Counter = Counter()
+    splits = parse_sick(text, "SICK.txt", dropped)
+    return Loaded(splits, dropped, str(path), _note_digest(path, SICK_SHA256))
+
+
+# --------------------------------------------------------------------------- MRPC
+MRPC_COLUMNS = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+
+
+def parse_mrpc(text: str, where: str, dropped: Counter) -> pd.DataFrame:
+    """msr_paraphrase_*.txt: tab-separated, header Quality, #1 ID, #2 ID, #1 String, #2 String; quotes
+    are text; the train file starts with a byte-order mark. Keeps the ids (to find GLUE's dev pairs)."""
+    df = pd.DataFrame(_tab_rows(text, where, MRPC_COLUMNS, dropped), columns=MRPC_COLUMNS)
+    df = pd.DataFrame({"sentence1": df["#1 String"], "sentence2": df["#2 String"], "score": df["Quality"],
+                       "ids": df["#1 ID"].str.strip() + "\t" + df["#2 ID"].str.strip()})
+    return _clean_rows(df, 0.0, 1.0, where, dropped, keep=("ids",))
+
+
+def load_mrpc(params: DataParams) -> Loaded:
+    """MRPC: train and test as published, dev = the train pairs GLUE lists in mrpc_dev_ids.tsv."""
+    source = _source(params)
+    paths = {}
+    for key, (url, sha) in MRPC_FILES.items():
+        name = url.rsplit("/", 1)[-1]
+        paths[key] = _find(source, name, "the MRPC files msr_paraphrase_{train,test}.txt and GLUE's "
+                           "mrpc_dev_ids.tsv") if source else _fetch(url, sha)
+    dropped: Counter = Counter()
+    train = parse_mrpc(paths["train"].read_text(encoding="utf-8-sig"), paths["train"].name, dropped)
+    test = parse_mrpc(paths["test"].read_text(encoding="utf-8-sig"), paths["test"].name, dropped)
+    dev_ids = {"\t".join(p.strip() for p in line.split("\t")[:2])
+               for line in paths["dev_ids"].read_text(encoding="utf-8").splitlines() if line.strip()}
+    in_dev = train["ids"].isin(dev_ids)
+    splits = {"train": train[~in_dev], "dev": train[in_dev], "test": test}
+    splits = {s: df.drop(columns="ids").reset_index(drop=True) for s, df in splits.items()}
+    digests = {k: _note_digest(p, MRPC_FILES[k][1]) for k, p in paths.items()}
+    return Loaded(splits, dropped, str(source or paths["train"].parent), digests["train"])
+
+
+# --------------------------------------------------------------------------- QQP
+def parse_qqp(path: Path, dropped: Counter) -> pd.DataFrame:
+    """quora_duplicate_questions.tsv: id, qid1, qid2, question1, question2, is_duplicate; fields may be
+    quoted and hold newlines or tabs, which become spaces."""
+    bad = 0
+
+    def skip(_fields: list[str]) -> None:
+        nonlocal bad
+        bad += 1
+
+    try:
+        df = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_MINIMAL, dtype=str, keep_default_na=False,
+                         engine="python", on_bad_lines=skip)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise DataError(f"{path}: could not read as Quora's tsv ({err})") from None
+    need = ["question1", "question2", "is_duplicate"]
+    if any(c not in df.columns for c in need):
+        raise DataError(f"{path}: expected columns {need}; found {list(df.columns)}")
+    if bad:
+        dropped[f"{path.name}:unparseable_line"] += bad
+    flat = {c: df[c].str.replace(r"[\r\n\t]+", " ", regex=True) for c in ("question1", "question2")}
+    return _clean_rows(pd.DataFrame({"sentence1": flat["question1"], "sentence2": flat["question2"],
+                                     "score": df["is_duplicate"]}), 0.0, 1.0, path.name, dropped)
+
+
+def load_qqp(params: DataParams, rng: np.random.Generator) -> Loaded:
+    """QQP has no official split: train/dev/test are drawn by seed with data.split's fractions."""
+    source = _source(params)
+    path = _find(source, "quora_duplicate_questions.tsv", "Quora's quora_duplicate_questions.tsv") if source \
+        else _fetch(QQP_URL, QQP_SHA256)
+    dropped: Counter = Counter()
+    pairs = parse_qqp(path, dropped)
+    return Loaded(_split_randomly(pairs, params, rng), dropped, str(path), _note_digest(path, QQP_SHA256))
 
 
 def _stsb_texts(source: Path) -> dict[str, str]:
@@ -130,15 +303,8 @@ def parse_stsb(text: str, where: str, dropped: Counter) -> pd.DataFrame:
 
 
 def load_stsb(params: DataParams) -> Loaded:
-    if params.source:
-        source = Path(params.source)
-        if not source.exists():
-            raise DataError(f"data.source {source}: not found")
-    else:
-        source = _fetch(STSB_URL, STSB_SHA256)
-    digest = sha256_file(source) if source.is_file() else None
-    if digest is not None and digest != STSB_SHA256:
-        print(f"note: {source} sha256 {digest[:12]}… differs from the official archive's {STSB_SHA256[:12]}…")
+    source = _source(params) or _fetch(STSB_URL, STSB_SHA256)
+    digest = _note_digest(source, STSB_SHA256) if source.is_file() else None
     dropped: Counter = Counter()
     texts = _stsb_texts(source)
     splits = {s: parse_stsb(texts[s], f"sts-{s}.csv", dropped) for s in SPLITS}
@@ -246,6 +412,12 @@ def load(params: DataParams, rng: np.random.Generator | int) -> Loaded:
         loaded = load_demo(params, rng)
     elif params.dataset == "stsb":
         loaded = load_stsb(params)
+    elif params.dataset == "sickr":
+        loaded = load_sickr(params)
+    elif params.dataset == "mrpc":
+        loaded = load_mrpc(params)
+    elif params.dataset == "qqp":
+        loaded = load_qqp(params, rng)
     else:
         loaded = load_table(Path(params.dataset), params, rng, params.score_range)
     for split, df in loaded.splits.items():
@@ -257,3 +429,8 @@ def load(params: DataParams, rng: np.random.Generator | int) -> Loaded:
 def infer_task(train: pd.DataFrame) -> str:
     """classification when every score is exactly 0 or 1, else regression."""
     return "classification" if train["score"].isin([0.0, 1.0]).all() else "regression"
+
+
+def task_of(params: DataParams, pairs: pd.DataFrame) -> str:
+    """data.task if set, else the named dataset's task, else inferred from ``pairs``' scores."""
+    return params.task or TASK_OF.get(params.dataset) or infer_task(pairs)

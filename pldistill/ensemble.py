@@ -22,11 +22,11 @@ import pandas as pd
 import torch
 
 from pldistill import losses, schemas
-from pldistill.config import EvaluateParams, Params
+from pldistill.config import Params
 from pldistill.io import atomic_dir
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.runtime import seed_all
-from pldistill.training import BatchLoss, fit_at, split_scores
+from pldistill.training import BatchLoss, fit_at
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 
@@ -212,8 +212,3 @@ def check_dims(student: BiEncoder, teacher_dim: int, where: Path) -> None:
     if dim != teacher_dim:
         raise ModelError(f"{where}: the ensemble embeds in {teacher_dim} dimensions, the student "
                          f"({student.name}) in {dim}; MAE needs one size: pick a student.model of width {teacher_dim}")
-
-
-def score_members(ensemble: Ensemble, splits: dict[str, pd.DataFrame], params: EvaluateParams) -> dict:
-    """{name: {split: correlation}} for every sub-model."""
-    return {n: split_scores(m, splits, params) for n, m in zip(ensemble.names, ensemble.members)}

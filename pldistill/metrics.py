@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import auc, roc_auc_score, roc_curve
 
 from pldistill.bm25 import tokenize
 
@@ -18,6 +19,45 @@ def correlation(pred: Sequence[float], gold: Sequence[float]) -> dict[str, float
     return {
         "spearman": round(float(spearmanr(pred, gold).statistic) * 100, 2),
         "pearson": round(float(pearsonr(pred, gold).statistic) * 100, 2),
+    }
+
+
+def partial_auc(pred: Sequence[float], gold: Sequence[int], max_fpr: float = 0.05) -> float:
+    """Area under the ROC curve from false-positive rate 0 to ``max_fpr``, divided by ``max_fpr``: 1 for
+    a perfect ranking, ``max_fpr / 2`` for chance (AUC(0.05) of the duplicate-question domain-adaptation
+    literature; sklearn's ``max_fpr`` gives McClish's rescaling instead, where chance is 0.5)."""
+    fpr, tpr, _ = roc_curve(np.asarray(gold), np.asarray(pred, dtype=np.float64))
+    stop = np.searchsorted(fpr, max_fpr, side="right")  # points with fpr <= max_fpr, then one interpolated
+    x = np.append(fpr[:stop], max_fpr)
+    y = np.append(tpr[:stop], np.interp(max_fpr, fpr, tpr))
+    return float(auc(x, y) / max_fpr)
+
+
+def best_threshold(pred: Sequence[float], gold: Sequence[int]) -> float:
+    """The score threshold (predict 1 when score >= t) with the highest F1 of the positive label; chosen
+    on dev and applied to test, as Augmented SBERT does. Ties go to the higher threshold."""
+    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold).astype(bool)
+    order = np.argsort(-pred, kind="stable")
+    p, g = pred[order], gold[order]
+    tp = np.cumsum(g)  # predicting the top i+1 scores positive
+    f1 = 2 * tp / (np.arange(1, len(p) + 1) + g.sum())
+    last = np.r_[p[1:] != p[:-1], True]  # a threshold takes every pair that ties with it
+    f1 = np.where(last, f1, -1.0)
+    return float(p[int(np.argmax(f1))]) if len(p) else 0.5
+
+
+def classification(pred: Sequence[float], gold: Sequence[float], threshold: float) -> dict[str, float]:
+    """AUC (primary), AUC(0.05), and F1 (positive label) and accuracy at ``threshold``, all x100."""
+    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold).astype(int)
+    hard = pred >= threshold
+    tp = int((hard & (gold == 1)).sum())
+    f1 = 2 * tp / (hard.sum() + (gold == 1).sum()) if hard.sum() + (gold == 1).sum() else 0.0
+    both = 0 < gold.sum() < len(gold)  # AUC needs both labels present
+    return {
+        "auc": round(float(roc_auc_score(gold, pred)) * 100, 2) if both else 0.0,
+        "auc@0.05": round(partial_auc(pred, gold, 0.05) * 100, 2) if both else 0.0,
+        "f1": round(float(f1) * 100, 2),
+        "accuracy": round(float((hard == (gold == 1)).mean()) * 100, 2),
     }
 
 

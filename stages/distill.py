@@ -26,7 +26,7 @@ from pldistill.io import atomic_dir, write_csv_rows, write_json, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
-from pldistill.datasets import infer_task
+from pldistill.datasets import task_of
 from pldistill.dse import DSE
 from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi_encoder
 
@@ -99,7 +99,7 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
     rows = _dse_rows(gold, on_gold, labelled, clean / "train.parquet", silver)
     target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
     student = DSE.create(params.student.model, dp.pooling, dp.hidden, dp.max_length, params.student.trust_remote_code)
-    task = params.data.task or infer_task(gold)
+    task = task_of(params.data, gold)
     res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]), list(rows["sentence2"]),
               target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen, desc="dse student",
               lr_by_prefix={"head": dp.head_lr})

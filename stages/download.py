@@ -14,12 +14,7 @@ def download(params: Params, out: Path, report: Path) -> dict:
     """Load, validate and split the dataset; malformed rows are dropped and counted by reason."""
     rng, _ = seed_all(params.seed)
     loaded = datasets.load(params.data, rng)  # one stream: the split first, then max_train
-    task = params.data.task or datasets.infer_task(loaded.splits["train"])
-    if task == "classification":
-        raise datasets.DataError(
-            f"{loaded.source}: scores are all 0/1, a classification task, which is not supported yet; "
-            f"set data.task: regression to treat them as similarity scores"
-        )
+    task = datasets.task_of(params.data, loaded.splits["train"])
     splits = dict(loaded.splits)
     if params.data.max_train and len(splits["train"]) > params.data.max_train:
         keep = sorted(rng.choice(len(splits["train"]), params.data.max_train, replace=False))

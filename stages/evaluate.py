@@ -1,15 +1,22 @@
-"""evaluate: Spearman/Pearson x100 on dev and test for the student, the teacher and the baselines."""
+"""evaluate: score the student, the teacher and the baselines on dev and test.
+
+Regression: Spearman (primary) and Pearson x100; baselines: the untrained start, gold-only SBERT, word
+overlap (Jaccard). Classification: AUC (primary), AUC(0.05), and F1 and accuracy at the threshold that
+maximises F1 on dev (the same threshold applied to test); one more baseline, the majority label."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from pldistill import schemas
 from pldistill.config import Params
 from pldistill.io import write_csv_rows, write_json
-from pldistill.metrics import correlation, jaccard
+from pldistill.datasets import task_of
+from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.dse import DSE, HEAD_DIR
-from pldistill.ensemble import Ensemble, score_members
+from pldistill.ensemble import Ensemble
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage
 
@@ -26,13 +33,16 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
              predictions: Path) -> dict:
     """Write metrics/eval.json and test predictions for plots.
 
-    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"}}; baseline.start is the student's
-    starting model untrained, baseline.gold the bi-encoder trained on gold only (SBERT). recipe
-    rtt-ensemble has no cross-encoder: "ensemble" (the teacher) and "submodels" take its place.
+    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}
+    (classification blocks add the dev-chosen "threshold"); baseline.start is the student's starting
+    model untrained, baseline.gold the bi-encoder trained on gold only (SBERT). recipe rtt-ensemble has
+    no cross-encoder: "ensemble" (the teacher) and "submodels" take its place.
     In the predictions plot, column `cross` is the teacher's score, whichever kind it is.
     """
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    task = task_of(params.data, train)
     models = {
         # A DSE student scores pairs through its head (at its training length); a bi-encoder by cosine.
         "bi": DSE.load(bi) if (bi / HEAD_DIR).is_dir() else BiEncoder.load(str(bi), params.student.max_length),
@@ -40,17 +50,28 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
         "gold": BiEncoder.load(str(gold), params.student.max_length),
         "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code),
     }
+    ens = models["cross"] if isinstance(models["cross"], Ensemble) else None
+    if ens:  # each sub-model scored on its own too
+        models.update({f"sub/{n}": m for n, m in zip(ens.names, ens.members)})
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
                     for s, df in splits.items()} for name, m in models.items()}
     preds["jaccard"] = {s: jaccard(df["sentence1"], df["sentence2"]) for s, df in splits.items()}
+    baselines = ["start", "gold", "jaccard"]
+    if task == "classification":  # every pair gets the training set's more frequent label
+        majority = float(train["score"].mean() >= 0.5)
+        preds["majority"] = {s: np.full(len(df), majority) for s, df in splits.items()}
+        baselines.append("majority")
 
     def block(name: str) -> dict:
-        return {s: correlation(preds[name][s], df["score"]) for s, df in splits.items()}
+        if task == "regression":
+            return {s: correlation(preds[name][s], df["score"]) for s, df in splits.items()}
+        t = 0.5 if name == "majority" else best_threshold(preds[name]["dev"], splits["dev"]["score"])
+        return {**{s: classification(preds[name][s], df["score"], t) for s, df in splits.items()},
+                "threshold": round(t, 6)}
 
-    teacher_block = ({"ensemble": block("cross"), "submodels": score_members(models["cross"], splits, ep)}
-                     if isinstance(models["cross"], Ensemble) else {"cross": block("cross")})
-    result = {"bi": block("bi"), **teacher_block,
-              "baseline": {"start": block("start"), "gold": block("gold"), "jaccard": block("jaccard")}}
+    teacher_block = ({"ensemble": block("cross"), "submodels": {n: block(f"sub/{n}") for n in ens.names}}
+                     if ens else {"cross": block("cross")})
+    result = {"bi": block("bi"), **teacher_block, "baseline": {b: block(b) for b in baselines}}
     write_json(out, result)
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],

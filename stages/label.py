@@ -15,7 +15,7 @@ import pandas as pd
 
 from pldistill import diagnostics, ensemble, schemas
 from pldistill.config import Params
-from pldistill.datasets import infer_task
+from pldistill.datasets import task_of
 from pldistill.io import sha256_file, write_csv_rows, write_json
 from pldistill.models import CrossModel
 from pldistill.runtime import run_stage, seed_all
@@ -35,7 +35,7 @@ def label_pairs(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle:
 
 def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
     """Keep the labelled pool pairs KDE selects; report pool size, kept, dropped and the pool's KL."""
-    task = params.data.task or infer_task(gold)
+    task = task_of(params.data, gold)
     scores, gold_scores = pool["score"].to_numpy(), gold["score"].to_numpy()
     keep = diagnostics.kde_select(gold_scores, scores, task, rng, params.sample.kde.grid)
     pool_kl = diagnostics.report(gold_scores, scores)[0]["kl_gold_silver"]

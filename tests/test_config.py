@@ -21,7 +21,7 @@ def test_values_checked_before_any_work():
     cases = {
         "label.bf16: Input should be 'auto', True or False": {"label": {"bf16": "yes"}},
         "seed: Input should be greater than or equal to 0": {"seed": -1},
-        "data.task: expected one of regression; found 'classification'": {"data": {"task": "classification"}},
+        "data.task: expected one of regression, classification; found 'binary'": {"data": {"task": "binary"}},
         "teacher.model: expected bundled:<name>": {"teacher": {"model": "bundled:nope"}},
         "data.columns: maps two of our columns to the same column": {"data": {"columns": {"sentence1": "q", "sentence2": "q"}}},
     }
@@ -35,7 +35,7 @@ def test_values_checked_before_any_work():
 def test_bad_value_names_key_and_allowed_values():
     with pytest.raises(ConfigError, match=r"sample\.strategy: expected one of none, random, bm25, semantic, bm25\+semantic, kde; found 'bm52'"):
         parse_params({"sample": {"strategy": "bm52"}})
-    with pytest.raises(ConfigError, match=r"data\.dataset: expected one of demo, stsb or a path"):
+    with pytest.raises(ConfigError, match=r"data\.dataset: expected one of demo, stsb, sickr, mrpc, qqp or a path"):
         parse_params({"data": {"dataset": "imagenet"}})
     with pytest.raises(ConfigError, match=r"teacher\.lr"):
         parse_params({"teacher": {"lr": -1}})

@@ -133,12 +133,14 @@ def test_download_stage_writes_schema_and_report(tmp_path):
     assert (tmp_path / "report.json").is_file()
 
 
-def test_download_rejects_classification_tables_for_now(tmp_path):
+def test_a_table_of_0_1_labels_is_a_classification_task_unless_told(tmp_path):
     path = tmp_path / "dups.csv"
     pd.DataFrame({"sentence1": [f"s {i}" for i in range(30)], "sentence2": [f"t {i}" for i in range(30)],
                   "score": [i % 2 for i in range(30)]}).to_csv(path, index=False)
-    with pytest.raises(datasets.DataError, match="classification"):
-        download(parse_params({"data": {"dataset": str(path)}}), tmp_path / "raw", tmp_path / "r.json")
+    assert download(parse_params({"data": {"dataset": str(path)}}), tmp_path / "raw", tmp_path / "r.json")[
+        "task"] == "classification"
+    told = parse_params({"data": {"dataset": str(path), "task": "regression"}})
+    assert download(told, tmp_path / "raw", tmp_path / "r.json")["task"] == "regression"
 
 
 def test_schema_read_names_file_and_problem(tmp_path):
@@ -216,3 +218,108 @@ def test_mapped_column_wins_over_a_same_named_one(tmp_path):
                   "score": ["junk"] * 30, "label": [0.25] * 30}).to_csv(path, index=False)
     loaded = datasets.load(parse_params({"data": {"dataset": str(path), "columns": {"score": "label"}}}).data, 0)
     assert (loaded.splits["train"]["score"] == 0.25).all()
+
+
+# ----------------------------------------------------------------- SICK-R, MRPC, QQP in their own formats
+SICK_HEADER = ("pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+               "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set")
+
+
+def _sick_row(i, a, b, score, split):
+    return f"{i}\t{a}\t{b}\tNEUTRAL\t{score}\tA_neutral_B\tB_neutral_A\t{a}\t{b}\tFLICKR\tFLICKR\t{split}"
+
+
+def write_sick_zip(path):
+    import zipfile
+    rows = [_sick_row(1, "A man is \"playing\" a guitar", "A man plays guitar", "4.9", "TRAIN"),
+            _sick_row(2, "A dog runs", "A cat sleeps", "1.0", "TRAIN"),
+            _sick_row(3, "Kids play", "Children play", "4.5", "TRIAL"),
+            _sick_row(4, "A woman cooks", "Nobody cooks", "2.2", "TEST"),
+            _sick_row(5, "Too high", "score", "5.5", "TEST"),
+            _sick_row(6, "Odd split", "row", "3.0", "EXTRA"),
+            "7\ttruncated row"]
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("SICK.txt", "\n".join([SICK_HEADER, *rows]) + "\n")
+
+
+def test_sickr_from_the_official_zip_format(tmp_path):
+    write_sick_zip(tmp_path / "SICK.zip")
+    for source in (tmp_path / "SICK.zip", tmp_path):  # the zip, or a directory holding it
+        loaded = datasets.load(parse_params({"data": {"dataset": "sickr", "source": str(source)}}).data, 0)
+        s = loaded.splits
+        assert [len(s[k]) for k in ("train", "dev", "test")] == [2, 1, 1]
+        assert s["train"]["score"].tolist() == pytest.approx([0.975, 0.0])  # (4.9 - 1) / 4
+        assert s["train"].loc[0, "sentence1"] == 'A man is "playing" a guitar'
+        assert dict(loaded.dropped) == {"SICK.txt:too_few_fields": 1, "SICK.txt:unknown_SemEval_set": 1,
+                                        "SICK.txt[test]:score_out_of_range": 1}
+
+
+MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+
+
+def write_mrpc_dir(d):
+    d.mkdir()
+    train = [MRPC_HEADER, "1\t101\t102\tHe said \"yes\" today.\tHe agreed today.",
+             "0\t103\t104\tThe market fell.\tIt rained in Paris.", "1\t105\t106\tA dev pair.\tOne for dev.",
+             "2\t107\t108\tBad label\there", "1\t109"]
+    test = [MRPC_HEADER.lstrip("\ufeff"), "0\t201\t202\tTest one.\tOther thing."]
+    (d / "msr_paraphrase_train.txt").write_text("\n".join(train) + "\n", encoding="utf-8")
+    (d / "msr_paraphrase_test.txt").write_text("\n".join(test) + "\n", encoding="utf-8")
+    (d / "mrpc_dev_ids.tsv").write_text("105\t106\n")
+
+
+def test_mrpc_train_test_as_published_and_glue_dev_ids(tmp_path):
+    write_mrpc_dir(tmp_path / "mrpc")
+    params = parse_params({"data": {"dataset": "mrpc", "source": str(tmp_path / "mrpc")}})
+    loaded = datasets.load(params.data, 0)
+    s = loaded.splits
+    assert s["train"]["sentence1"].tolist() == ['He said "yes" today.', "The market fell."]  # BOM and quotes ok
+    assert s["train"]["score"].tolist() == [1.0, 0.0] and list(s["train"].columns) == ["sentence1", "sentence2", "score"]
+    assert s["dev"]["sentence1"].tolist() == ["A dev pair."] and len(s["test"]) == 1
+    assert dict(loaded.dropped) == {"msr_paraphrase_train.txt:score_out_of_range": 1,
+                                    "msr_paraphrase_train.txt:too_few_fields": 1}
+    (tmp_path / "mrpc/mrpc_dev_ids.tsv").unlink()
+    with pytest.raises(datasets.DataError, match="no mrpc_dev_ids.tsv inside"):
+        datasets.load(params.data, 0)
+
+
+def test_mrpc_download_uses_the_pinned_urls(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_urlopen(url, timeout):
+        calls.append(url)
+        return _FakeResponse(b"not the official bytes")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", fake_urlopen)
+    with pytest.raises(datasets.DataError, match="expected the pinned"):
+        datasets.load(parse_params({"data": {"dataset": "mrpc"}}).data, 0)
+    assert calls == [datasets.MRPC_FILES["train"][0]]
+
+
+def test_qqp_quoted_newlines_and_a_seeded_split(tmp_path):
+    rows = ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate"]
+    for i in range(40):
+        rows.append(f'{i}\t{2 * i}\t{2 * i + 1}\tHow do I learn {i}?\t"What is the best way\nto learn {i}?"\t{i % 2}')
+    rows.append('99\t1\t2\t\tEmpty first question?\t0')
+    (tmp_path / "quora_duplicate_questions.tsv").write_text("\n".join(rows) + "\n")
+    params = parse_params({"seed": 3, "data": {"dataset": "qqp", "source": str(tmp_path)}})
+    a = datasets.load(params.data, 3)
+    assert {k: len(v) for k, v in a.splits.items()} == {"train": 32, "dev": 4, "test": 4}
+    everything = pd.concat(a.splits.values())
+    assert everything["sentence2"].str.contains("best way to learn").all()  # the newline became a space
+    assert set(everything["score"]) == {0.0, 1.0} and dict(a.dropped) == {
+        "quora_duplicate_questions.tsv:missing_sentence": 1}
+    b = datasets.load(params.data, 3)
+    assert all(a.splits[k].equals(b.splits[k]) for k in a.splits)
+
+
+@pytest.mark.parametrize("dataset,task", [("mrpc", "classification"), ("sickr", "regression")])
+def test_named_datasets_know_their_task(tmp_path, dataset, task):
+    if dataset == "mrpc":
+        write_mrpc_dir(tmp_path / "src")
+    else:
+        (tmp_path / "src").mkdir()
+        write_sick_zip(tmp_path / "src/SICK.zip")
+    params = parse_params({"data": {"dataset": dataset, "source": str(tmp_path / "src")}})
+    assert download(params, tmp_path / "raw", tmp_path / "download.json")["task"] == task

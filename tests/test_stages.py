@@ -216,3 +216,31 @@ def test_rtt_ensemble_chain_distils_sub_models_into_one_student(small, tmp_path)
     assert (tmp_path / "models/cross/SKIPPED.txt").is_file()
     assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == ["cycle-01-ensemble.parquet"]
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["the student is a plain bi-encoder"])
+
+
+def test_classification_chain_reports_auc_f1_and_a_majority_baseline(small, tmp_path):
+    from tests.conftest import make_pairs
+    table = make_pairs(160).assign(score=lambda d: (d["score"] > 0.5).astype(int))
+    table.to_csv(tmp_path / "dups.csv", index=False)
+    from pldistill.config import SplitParams
+    data = small.data.model_copy(update={"dataset": str(tmp_path / "dups.csv"), "split": SplitParams(dev=0.2, test=0.2)})
+    params = small.model_copy(update={"data": data})
+    result = run_chain(params, tmp_path)
+    assert json.loads((tmp_path / "metrics/download.json").read_text())["task"] == "classification"
+    assert set(result["baseline"]) == {"start", "gold", "jaccard", "majority"}
+    for block in (result["bi"], result["cross"], *result["baseline"].values()):
+        assert set(block) == {"dev", "test", "threshold"}
+        assert set(block["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
+    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
+    share = test["score"].mean()
+    assert result["baseline"]["majority"]["test"]["accuracy"] == pytest.approx(100 * max(share, 1 - share), abs=0.01)
+    assert result["baseline"]["majority"]["test"]["auc"] == 50.0
+
+    from pldistill.metrics import best_threshold, classification
+    dev = schemas.read(tmp_path / "data/clean/dev.parquet", schemas.PAIRS)
+    bi = SentenceTransformer(str(tmp_path / "models/bi"), device="cpu")
+    cos = lambda df: np.sum(bi.encode(list(df["sentence1"]), normalize_embeddings=True)  # noqa: E731
+                            * bi.encode(list(df["sentence2"]), normalize_embeddings=True), axis=1)
+    t = best_threshold(cos(dev), dev["score"])
+    assert result["bi"]["threshold"] == pytest.approx(t, abs=1e-4)  # chosen on dev, not on test
+    assert result["bi"]["test"]["f1"] == pytest.approx(classification(cos(test), test["score"], t)["f1"], abs=0.5)
