@@ -300,9 +300,32 @@ class LabelParams(_Section):
     bf16: Bf16 = "auto"
 
 
+class ExtraSet(_Section):
+    """One more evaluation set (stage evaluate): a dataset read like data.*, scored on its dev and test."""
+
+    name: str  # its block in eval.json: extra.<name>
+    data: DataParams  # as the top-level data section: dataset, source, task, columns, ...
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", v):
+            raise ValueError(f"expected letters, digits, _ or - (it names a block in eval.json); found {v!r}")
+        return v
+
+
 class EvaluateParams(_Section):
     batch_size: int = Field(64, ge=1)
     bf16: Bf16 = "auto"
+    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+
+    @field_validator("extra")
+    @classmethod
+    def _distinct(cls, v: tuple[ExtraSet, ...]) -> tuple[ExtraSet, ...]:
+        names = [x.name for x in v]
+        if len(set(names)) < len(names):
+            raise ValueError(f"expected distinct names; found {names}")
+        return v
 
 
 class Params(_Section):

@@ -63,3 +63,14 @@ def test_unreadable_files(tmp_path):
     bad.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_params(bad)
+
+
+def test_extra_evaluation_sets_are_checked():
+    ok = parse_params({"evaluate": {"extra": [{"name": "sick", "data": {"dataset": "sickr"}}]}})
+    assert ok.evaluate.extra[0].data.dataset == "sickr"
+    with pytest.raises(ConfigError, match="evaluate.extra: .*expected distinct names"):
+        parse_params({"evaluate": {"extra": [{"name": "a", "data": {"dataset": "stsb"}}] * 2}})
+    with pytest.raises(ConfigError, match="evaluate.extra.0.data.dataset: expected one of"):
+        parse_params({"evaluate": {"extra": [{"name": "a", "data": {"dataset": "glue"}}]}})
+    with pytest.raises(ConfigError, match="evaluate.extra.0.name: expected letters"):
+        parse_params({"evaluate": {"extra": [{"name": "a b", "data": {"dataset": "stsb"}}]}})

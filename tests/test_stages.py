@@ -244,3 +244,38 @@ def test_classification_chain_reports_auc_f1_and_a_majority_baseline(small, tmp_
     t = best_threshold(cos(dev), dev["score"])
     assert result["bi"]["threshold"] == pytest.approx(t, abs=1e-4)  # chosen on dev, not on test
     assert result["bi"]["test"]["f1"] == pytest.approx(classification(cos(test), test["score"], t)["f1"], abs=0.5)
+
+
+def test_extra_evaluation_sets_get_their_own_blocks(small, tmp_path):
+    import zipfile
+
+    from tests.conftest import make_pairs
+    from tests.test_download import SICK_HEADER, _sick_row
+    run_chain(small, tmp_path)
+    rows = [_sick_row(i, r.sentence1, r.sentence2, 1 + 4 * r.score, ("TRAIN", "TRIAL", "TEST")[i % 3])
+            for i, r in enumerate(make_pairs(60, offset=500).itertuples())]
+    with zipfile.ZipFile(tmp_path / "SICK.zip", "w") as z:
+        z.writestr("SICK.txt", "\n".join([SICK_HEADER, *rows]) + "\n")
+    table = make_pairs(40, offset=900).assign(score=lambda d: (d["score"] > 0.5).astype(int))
+    table.to_csv(tmp_path / "dups.csv", index=False)
+    extra = [{"name": "sick", "data": {"dataset": "sickr", "source": str(tmp_path / "SICK.zip")}},
+             {"name": "dups", "data": {"dataset": str(tmp_path / "dups.csv"), "split": {"dev": 0.3, "test": 0.3}}}]
+    from pldistill.config import parse_params
+    params = parse_params({**small.model_dump(mode="json"), "evaluate": {"bf16": False, "extra": extra}})
+    m = tmp_path / "metrics"
+    result = evaluate(params, tmp_path / "data/clean", tmp_path / "models/bi", tmp_path / "models/cross",
+                      tmp_path / "models/teacher", tmp_path / "models/gold", m / "eval.json", m / "pred.csv")
+    assert set(result["extra"]) == {"sick", "dups"}
+    assert set(result["extra"]["sick"]["bi"]["test"]) == {"spearman", "pearson"}  # regression, 1-5 scaled
+    assert set(result["extra"]["dups"]["bi"]["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
+    assert "majority" in result["extra"]["dups"]["baseline"] and "majority" not in result["baseline"]
+    main = json.loads((m / "eval.json").read_text())
+    assert main["bi"] == result["bi"] and main["extra"] == result["extra"]
+
+    from pldistill.metrics import correlation
+    sick_test = [r for i, r in enumerate(make_pairs(60, offset=500).itertuples()) if i % 3 == 2]
+    bi = SentenceTransformer(str(tmp_path / "models/bi"), device="cpu")
+    a = bi.encode([r.sentence1 for r in sick_test], normalize_embeddings=True)
+    b = bi.encode([r.sentence2 for r in sick_test], normalize_embeddings=True)
+    expected = correlation(np.sum(a * b, axis=1), [r.score for r in sick_test])["spearman"]
+    assert result["extra"]["sick"]["bi"]["test"]["spearman"] == pytest.approx(expected, abs=0.5)
