@@ -20,7 +20,7 @@ from sentence_transformers import SentenceTransformer
 
 from pldistill import losses
 from pldistill.config import DSE_POOLINGS
-from pldistill.io import atomic_dir
+from pldistill.io import atomic_dir, write_card
 from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, resolve
 
 HEAD_DIR = "dse_head"
@@ -167,9 +167,10 @@ class DSE:
 
         return batch_loss
 
-    def save(self, path: Path | str) -> None:
+    def save(self, path: Path | str, card: str | None = None) -> None:
         with atomic_dir(path) as tmp:
             self.st.save(str(tmp), create_model_card=False, safe_serialization=True)
+            write_card(tmp, card)
             (tmp / HEAD_DIR).mkdir()
             cfg = {"dim": self.head.dim, "hidden": self.head.hidden, "pooling": self.pooling,
                    "max_length": self.max_length, "base": self.name}

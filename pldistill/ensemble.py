@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import losses, schemas
+from pldistill import cards, losses, schemas
 from pldistill.config import Params
 from pldistill.io import atomic_dir
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
@@ -104,7 +104,10 @@ def train_members(params: Params, clean: Path, out: Path) -> dict:
             model = BiEncoder.load(tp.model, tp.max_length, tp.trust_remote_code)
             res = fit_at(model, simcse_loss(model, sp.temperature), pos.sentences, pos.positives,
                          np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
-            model.save(tmp / pos.name)
+            model.save(tmp / pos.name, cards.card(f"RTT-ensemble sub-model {pos.name}", "bi", tp.model, {
+                "positives": f"round-trip paraphrase via {pos.language}" if pos.language else "dropout view",
+                "sentences": len(pos.sentences), "loss": f"InfoNCE, in-batch negatives, temperature {sp.temperature}",
+                **cards.fit_facts(res.summary(), sp), "seed": pos.seed}))
             members.append({"name": pos.name, "seed": pos.seed, "language": pos.language,
                             "sentences": len(pos.sentences), **res.summary(),
                             "start_dev": res.curve[0]["dev"]})

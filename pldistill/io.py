@@ -78,6 +78,13 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
 
 
 SKIPPED_NOTE = "SKIPPED.txt"
+MODEL_CARD = "README.md"
+
+
+def write_card(directory: Path | str, card: str | None) -> None:
+    """A model card (pldistill.cards) into a model directory still being built inside its atomic_dir."""
+    if card is not None:
+        (Path(directory) / MODEL_CARD).write_text(card, encoding="utf-8")
 
 
 def write_note_dir(path: Path | str, reason: str) -> None:

@@ -20,7 +20,7 @@ from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
 from pldistill import losses
-from pldistill.io import atomic_dir, sha256_file
+from pldistill.io import atomic_dir, sha256_file, write_card
 
 # name -> (package, sha256 of its model.safetensors: the official all-MiniLM-L6-v2 file)
 BUNDLED = {
@@ -132,9 +132,10 @@ def pair_embeddings(encode: Callable[..., np.ndarray], s1: Sequence[str], s2: Se
     return emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]]
 
 
-def _save(model: SentenceTransformer | CrossEncoder, path: Path | str) -> None:
+def _save(model: SentenceTransformer | CrossEncoder, path: Path | str, card: str | None) -> None:
     with atomic_dir(path) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
+        write_card(tmp, card)
 
 
 class BiEncoder:
@@ -189,8 +190,8 @@ class BiEncoder:
         emb = self._embed(s1 + s2)  # one forward for both sides: (2 * batch, dim)
         return losses.cosine_mse(emb[: len(s1)], emb[len(s1) :], target)
 
-    def save(self, path: Path | str) -> None:
-        _save(self.model, path)
+    def save(self, path: Path | str, card: str | None = None) -> None:
+        _save(self.model, path, card)
 
 
 class CrossModel:
@@ -240,5 +241,5 @@ class CrossModel:
     def soft_bce_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
         return losses.soft_bce(self._logits(s1, s2), target)
 
-    def save(self, path: Path | str) -> None:
-        _save(self.model, path)
+    def save(self, path: Path | str, card: str | None = None) -> None:
+        _save(self.model, path, card)

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import ensemble, schemas
+from pldistill import cards, ensemble, schemas
 from pldistill.config import Params
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
-from pldistill.io import atomic_dir, write_csv_rows, write_json, write_note_dir
+from pldistill.io import atomic_dir, write_card, write_csv_rows, write_json, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
@@ -33,9 +33,11 @@ from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]
 
 
-def _copy_dir(src: Path, dst: Path) -> None:
+def _copy_dir(src: Path, dst: Path, card: str | None = None) -> None:
+    """Copy a model directory whole; ``card`` replaces its README.md."""
     with atomic_dir(dst) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
+        write_card(tmp, card)
 
 
 def _row(cycle: int, bi: dict | None, cross: dict | None) -> list:
@@ -54,11 +56,16 @@ def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: P
     s2 = [*gold["sentence2"], *labelled["sentence2"]]
     y = [*gold["score"], *labelled["score"]]
     student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, scored["dev"], gen, desc="student")
-    student.save(bi)
+    sp = params.student
+    student.save(bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
+        "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled),
+        "sampling": params.sample.strategy, "teacher": f"cross-encoder from {params.teacher.model}",
+        "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
+        "seed": params.seed}, "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
     _copy_dir(teacher, cross)  # the teacher is this recipe's cross-encoder
     with atomic_dir(pseudo) as tmp:  # the silver labels the student learned in its one cycle
         schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
-    sp, ep = params.student, params.evaluate
+    ep = params.evaluate
     start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
     teacher_model = CrossModel.load(str(teacher), params.teacher.max_length)
     write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(0, split_scores(start, scored, ep), None),
@@ -103,7 +110,14 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
     res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]), list(rows["sentence2"]),
               target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen, desc="dse student",
               lr_by_prefix={"head": dp.head_lr})
-    student.save(bi)
+    student.save(bi, cards.card("DSE student", "bi", params.student.model, {
+        "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled), "alpha": dp.alpha,
+        "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",
+        "loss": "alpha (S - T)^2 + (1 - alpha) loss on gold; (S - T)^2 on silver",
+        **cards.fit_facts(res.summary(), dp), "seed": params.seed},
+        "A Distilled Sentence Embedding student. Load it with `pldistill.dse.DSE.load(path)` to score pairs "
+        "through its learned head (from cached embeddings); plain `SentenceTransformer(path)` loads the "
+        "encoder alone, with mean pooling and cosine."))
     _copy_dir(teacher, cross)
     with atomic_dir(pseudo) as tmp:  # what the student learned: the teacher's logits on gold and silver pairs
         schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO)
@@ -131,7 +145,11 @@ def rtt_ensemble(params: Params, clean: Path, silver: Path, pseudo: Path, bi: Pa
     start = split_scores(student, scored, ep)
     res = fit_at(student, ensemble.distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,
                  target, scored["dev"], dp, ep, gen, desc="student")
-    student.save(bi)
+    student.save(bi, cards.card("RTT-ensemble student", "bi", params.student.model, {
+        "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",
+        "loss": f"{1 - dp.infonce_weight:g} MAE + {dp.infonce_weight:g} InfoNCE (temperature {dp.temperature}) "
+                "to the ensemble's embeddings", **cards.fit_facts(res.summary(), dp), "seed": params.seed},
+        "Distilled from an ensemble of contrastive sub-models; no gold score was learned."))
     write_note_dir(cross, "recipe rtt-ensemble has no cross-encoder; its teacher is the ensemble of sub-models "
                           "in models/teacher")
     with atomic_dir(pseudo) as tmp:  # what the student learned: the ensemble's embeddings
@@ -192,8 +210,14 @@ def trans_encoder(params: Params, clean: Path, pairs: Path, pseudo: Path, bi: Pa
                 shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(s.cycle, s.role.removeprefix("label-")))
     best_bi = _best([s for s in steps if s.role == "bi"])
     best_cross = _best([s for s in steps if s.role == "cross"])
-    _copy_dir(best_bi.model, bi)
-    _copy_dir(best_cross.model, cross)
+    for role, best, base, out in (("bi-encoder", best_bi, params.student.model, bi),
+                                  ("cross-encoder", best_cross, params.teacher.model, cross)):
+        _copy_dir(best.model, out, cards.card(f"Trans-Encoder {role}", role[:2] if role == "bi-encoder" else "cross",
+                                              base, {"dataset": params.data.name, "selected step": best.name,
+                                                     "cycles run": params.cycles, "init": tp.init,
+                                                     "dev Spearman x100 (selection)": best.meta["dev"]["spearman"],
+                                                     "pairs learned (scores dropped)": len(learned), "seed": params.seed},
+                                              "Unsupervised: the bi- and cross-encoder labelled the pairs for each other."))
     per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, cycles_plot, curve)
     result = {
         "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),

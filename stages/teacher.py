@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pldistill import ensemble, schemas
+from pldistill import cards, ensemble, schemas
 from pldistill.config import Params
 from pldistill.io import write_csv_rows, write_json, write_note_dir
 from pldistill.models import CrossModel
@@ -32,7 +32,10 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     y = [*train["score"], *train["score"]]
     res = fit(model.module, model.soft_bce_loss, s1, s2, y, dev_spearman(model, dev, params.evaluate), tp, gen,
               desc="teacher")
-    model.save(out)
+    model.save(out, cards.card("Teacher cross-encoder", "cross", tp.model, {
+        "dataset": params.data.name, "gold pairs (both orders)": len(s1),
+        "loss": "binary cross-entropy of sigmoid(logit) to the gold score", **cards.fit_facts(res.summary(), tp),
+        "seed": params.seed}, "Fine-tuned on the gold pairs; it labels new pairs for the student."))
     res.write_curve(curve)
     result = {"model": tp.model, "train_pairs": len(s1), **res.summary()}
     write_json(report, result)

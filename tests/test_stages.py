@@ -61,6 +61,11 @@ def test_chain_writes_every_artifact_users_rely_on(small, tmp_path):
 
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["loads with plain ST"])
     CrossEncoder(str(tmp_path / "models/cross"), device="cpu").predict([("a", "b")])
+    card = (tmp_path / "models/bi/README.md").read_text()
+    assert card.startswith("---\nlibrary_name: sentence-transformers\n") and "# Augmented-SBERT student" in card
+    assert f"| silver pairs | {len(pseudo)} |" in card and f"| dev Spearman x100 (selection) | {report['best_dev']} |" in card
+    assert "# Gold-only bi-encoder" in (tmp_path / "models/gold/README.md").read_text()
+    assert "# Teacher cross-encoder" in (tmp_path / "models/cross/README.md").read_text()  # the teacher's copy
     curve = pd.read_csv(tmp_path / "metrics/student-dev.csv")
     assert list(curve.columns) == ["step", "epoch", "dev_spearman"] and curve["step"].iloc[0] == 0
 
@@ -126,6 +131,8 @@ def test_trans_encoder_chain_trains_no_teacher_and_learns_no_gold_score(small, t
     params = small.model_copy(update={"recipe": "trans-encoder", "cycles": 2, "trans": trans})
     result = run_chain(params, tmp_path)
     assert (tmp_path / "models/teacher/SKIPPED.txt").is_file()
+    assert "# Trans-Encoder bi-encoder" in (tmp_path / "models/bi/README.md").read_text()
+    assert "# Trans-Encoder cross-encoder" in (tmp_path / "models/cross/README.md").read_text()
     assert "skipped" in json.loads((tmp_path / "metrics/teacher.json").read_text())
     assert json.loads((tmp_path / "metrics/label.json").read_text())["silver_pairs"] == 0
     report = json.loads((tmp_path / "metrics/distill.json").read_text())
@@ -161,6 +168,7 @@ def test_dse_chain_learns_teacher_logits_on_gold_and_silver(small, tmp_path):
     pred = student.score(test["sentence1"], test["sentence2"], bf16=False)
     assert correlation(pred, test["score"]) == result["bi"]["test"]  # evaluate scored through the head
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST still loads it"])
+    assert "DSE.load(path)" in (tmp_path / "models/bi/README.md").read_text()
 
 
 def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path):
@@ -216,6 +224,8 @@ def test_rtt_ensemble_chain_distils_sub_models_into_one_student(small, tmp_path)
     assert (tmp_path / "models/cross/SKIPPED.txt").is_file()
     assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == ["cycle-01-ensemble.parquet"]
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["the student is a plain bi-encoder"])
+    assert "# RTT-ensemble student" in (tmp_path / "models/bi/README.md").read_text()
+    assert "| positives | dropout view |" in (tmp_path / "models/teacher/sub-02/README.md").read_text()
 
 
 def test_classification_chain_reports_auc_f1_and_a_majority_baseline(small, tmp_path):

@@ -1,0 +1,39 @@
+"""Model cards: a README.md in every model the pipeline saves, saying what it is and how it was made.
+
+The card has Hugging Face's YAML front matter (library, base model, tags), so the folder can be pushed
+to a hub as it is, and a table of facts a reader needs to trust or reproduce it.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from pldistill import __version__
+
+def card(title: str, kind: str, base: str, facts: dict[str, object], summary: str = "") -> str:
+    """A saved model's README.md. ``kind``: bi (a SentenceTransformer) or cross (a CrossEncoder)."""
+    return render({"title": title, "kind": kind, "base": base, "facts": facts, "summary": summary})
+
+
+def fit_facts(summary: dict, sp) -> dict:
+    """The training facts every card shows: settings and the checkpoint kept (``summary``: FitResult.summary())."""
+    return {"epochs": sp.epochs, "batch size": sp.batch_size, "learning rate": sp.lr, "max length (training)": sp.max_length,
+            "kept checkpoint": f"step {summary['best_step']} of {summary['steps']} (the best dev score; step 0 is the start)",
+            "dev Spearman x100 (selection)": summary["best_dev"]}
+
+
+def render(c: dict) -> str:
+    load = ("from sentence_transformers import CrossEncoder\nmodel = CrossEncoder(path)\n"
+            "scores = model.predict([(sentence1, sentence2)])  # sigmoid: similarity in [0, 1]"
+            if c["kind"] == "cross" else
+            "from sentence_transformers import SentenceTransformer\nmodel = SentenceTransformer(path)\n"
+            "emb = model.encode([sentence1, sentence2])  # cosine of the two: their similarity")
+    base = c["base"].removeprefix("bundled:")
+    front = {"library_name": "sentence-transformers", "base_model": f"sentence-transformers/{base}"
+             if c["base"].startswith("bundled:") else base,
+             "tags": ["sentence-transformers", "pldistill", "cross-encoder" if c["kind"] == "cross" else "bi-encoder"]}
+    rows = "\n".join(f"| {k} | {v} |" for k, v in c["facts"].items())
+    return (f"---\n{yaml.safe_dump(front, sort_keys=False)}---\n\n# {c['title']}\n\n"
+            + (f"{c['summary']}\n\n" if c["summary"] else "")
+            + f"Made by pldistill {__version__}.\n\n| | |\n|---|---|\n{rows}\n\n## Use\n\n```python\n{load}\n```\n")
+
