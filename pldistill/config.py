@@ -192,6 +192,7 @@ class StepParams(_Section):
     max_length: int = Field(128, ge=8)
     evals_per_epoch: int = Field(4, ge=1)
     bf16: Bf16 = False
+    select: Literal["dev", "last"] = "dev"  # the checkpoint kept: best dev score (the start counts) | the last
 
 
 class TrainParams(StepParams):

@@ -80,10 +80,11 @@ def fit(
     desc: str = "train",
     lr_by_prefix: dict[str, float] | None = None,
 ) -> FitResult:
-    """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score.
+    """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score
+    (``params.select`` dev), or at the end of training (last).
 
     The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
-    the end; the start counts as a checkpoint, so training can never select something worse on dev.
+    the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
     """
     n = len(target)
     if n == 0:
@@ -108,7 +109,9 @@ def fit(
         curve.append({"step": step, "epoch": round(step / per_epoch, 3),
                       "loss": round(float(np.mean(running)), 5) if running else None, "dev": dev})
         running.clear()
-        if dev > best["dev"]:
+        if params.select == "last":
+            best.update(dev=dev, step=step)
+        elif dev > best["dev"]:
             best.update(dev=dev, step=step, state={k: v.detach().clone() for k, v in module.state_dict().items()})
 
     evaluate(0)
@@ -133,7 +136,8 @@ def fit(
             if step in eval_steps:
                 evaluate(step)
     bar.close()
-    module.load_state_dict(best["state"])
+    if params.select == "dev":
+        module.load_state_dict(best["state"])
     module.eval()
     return FitResult(best_dev=best["dev"], best_step=best["step"], steps=step,
                      seconds=time.perf_counter() - t0, curve=curve)
