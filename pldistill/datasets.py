@@ -234,15 +234,8 @@ def load_mrpc(params: DataParams) -> Loaded:
 def parse_qqp(path: Path, dropped: Counter) -> pd.DataFrame:
     """quora_duplicate_questions.tsv: id, qid1, qid2, question1, question2, is_duplicate; fields may be
     quoted and hold newlines or tabs, which become spaces."""
-    bad = 0
-
-    def skip(_fields: list[str]) -> None:
-        nonlocal bad
-        bad += 1
-
     try:
-        df = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_MINIMAL, dtype=str, keep_default_na=False,
-                         engine="python", on_bad_lines=skip)
+        df, bad = read_delimited(path, "\t", csv.QUOTE_MINIMAL)
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise DataError(f"{path}: could not read as Quora's tsv ({err})") from None
     need = ["question1", "question2", "is_duplicate"]
@@ -312,15 +305,23 @@ def load_stsb(params: DataParams) -> Loaded:
 
 
 # --------------------------------------------------------------------------- tables by path
-def read_table(path: Path) -> tuple[pd.DataFrame, int]:
-    """The table and how many of its lines could not be parsed (skipped, to be counted by the caller)."""
-    suffix = path.suffix.lower()
+def read_delimited(path: Path, sep: str, quoting: int) -> tuple[pd.DataFrame, int]:
+    """A delimited text file as strings, and how many lines had the wrong number of fields (skipped)."""
     bad = 0
 
     def skip(_fields: list[str]) -> None:
         nonlocal bad
-        bad += 1  # a row with the wrong number of fields
+        bad += 1
 
+    df = pd.read_csv(path, sep=sep, quoting=quoting, dtype=str, keep_default_na=False, engine="python",
+                     on_bad_lines=skip)
+    return df, bad
+
+
+def read_table(path: Path) -> tuple[pd.DataFrame, int]:
+    """The table and how many of its lines could not be parsed (skipped, to be counted by the caller)."""
+    suffix = path.suffix.lower()
+    bad = 0
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path), 0
@@ -339,11 +340,10 @@ def read_table(path: Path) -> tuple[pd.DataFrame, int]:
                     else:
                         bad += 1
             return pd.DataFrame.from_records(records), bad
-        sep = "\t" if suffix == ".tsv" else ","
         # QUOTE_NONE for tsv: sentences contain stray quotes that must not open a quoted field.
-        df = pd.read_csv(path, sep=sep, quoting=3 if sep == "\t" else 0, dtype=str, keep_default_na=False,
-                         engine="python", on_bad_lines=skip)
-        return df, bad
+        if suffix == ".tsv":
+            return read_delimited(path, "\t", csv.QUOTE_NONE)
+        return read_delimited(path, ",", csv.QUOTE_MINIMAL)
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise DataError(f"{path}: could not read as {suffix[1:]} ({err})") from None
 
