@@ -17,9 +17,15 @@ def card(title: str, kind: str, base: str, facts: dict[str, object], summary: st
 
 def fit_facts(summary: dict, sp) -> dict:
     """The training facts every card shows: settings and the checkpoint kept (``summary``: FitResult.summary())."""
-    return {"epochs": sp.epochs, "batch size": sp.batch_size, "learning rate": sp.lr, "max length (training)": sp.max_length,
-            "kept checkpoint": f"step {summary['best_step']} of {summary['steps']} (the best dev score; step 0 is the start)",
-            "dev Spearman x100 (selection)": summary["best_dev"]}
+    kept = "the best dev score; step 0 is the start" if getattr(sp, "select", "dev") == "dev" else "the end of training"
+    facts = {"epochs": sp.epochs, "batch size": sp.batch_size, "learning rate": sp.lr,
+             "max length (training)": sp.max_length,
+             "kept checkpoint": f"step {summary['best_step']} of {summary['steps']} ({kept})",
+             "dev Spearman x100 (selection)": summary["best_dev"]}
+    if so := summary.get("seed_optimisation"):
+        facts["seed optimisation"] = (f"{so['seeds']} seeds from {so['trials'][0]['seed']}, each stopped at "
+                                      f"{so['stop']:.0%} of training; seed {so['chosen']} (best dev there) finished")
+    return facts
 
 
 def render(c: dict) -> str:

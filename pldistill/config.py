@@ -94,6 +94,27 @@ class DataParams(_Section):
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
 
 
+class AdaptParams(DataParams):
+    """Domain adaptation (recipe augsbert): the source domain's dataset, read like ``data``.
+
+    The teacher (and the source-only baseline, stage gold) learn its gold pairs and are selected on its
+    dev set; the teacher labels the target's (``data``) training pairs, scores dropped, and the sampled
+    pairs; the student learns those silver labels only. No target label trains or selects a model.
+    """
+
+    dataset: str | None = None  # null: no adaptation
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str | None) -> str | None:
+        return v if v is None else DataParams._known_dataset(v)
+
+    @property
+    def data(self) -> DataParams | None:
+        """The source as a DataParams, or None when there is no adaptation."""
+        return None if self.dataset is None else DataParams(**self.model_dump())
+
+
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
 # amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
 Bf16 = Literal["auto", True, False]
@@ -200,6 +221,8 @@ class TrainParams(StepParams):
 
     model: str = "bundled:all-MiniLM-L6-v2"
     trust_remote_code: bool = False
+    seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
+    seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
 
     _known_model = field_validator("model")(_model_spec)
 
@@ -334,6 +357,7 @@ class Params(_Section):
     cycles: int = Field(1, ge=1)
     recipe: str = "augsbert"
     data: DataParams = DataParams()
+    adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
     teacher: TrainParams = TrainParams()
@@ -359,6 +383,11 @@ class Params(_Section):
                 "trans.sampled with a semantic strategy would mine pairs with the `gold` encoder, which learned "
                 "the gold scores, so the run would not be unsupervised; set sample.semantic.encoder to a model "
                 "spec (e.g. bundled:all-MiniLM-L6-v2) or use sample.strategy bm25"
+            )
+        if self.adapt.dataset is not None and self.recipe != "augsbert":
+            raise ValueError(
+                f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; "
+                f"it needs recipe augsbert, found {self.recipe}; set adapt.dataset to null for this recipe"
             )
         if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
             raise ValueError(

@@ -22,10 +22,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from pldistill.config import DataParams
+from pldistill.config import DataParams, Params
 from pldistill.io import atomic_path, sha256_file
 
 SPLITS = ("train", "dev", "test")
+SOURCE_DIR = "source"  # domain adaptation: data/raw/source/<name>/ and data/clean/source/ hold the source domain
 DEMO_PATH = Path("data/demo/pairs.tsv")
 DOWNLOAD_DIR = Path("data/downloads")
 
@@ -434,3 +435,9 @@ def infer_task(train: pd.DataFrame) -> str:
 def task_of(params: DataParams, pairs: pd.DataFrame) -> str:
     """data.task if set, else the named dataset's task, else inferred from ``pairs``' scores."""
     return params.task or TASK_OF.get(params.dataset) or infer_task(pairs)
+
+
+def gold_dir(params: Params, clean: Path) -> Path:
+    """Where the gold pairs that train and select models are: the source domain's (``clean/source``) under
+    domain adaptation, else the task's own (``clean``). Evaluation always reads the task's own."""
+    return clean / SOURCE_DIR if params.adapt.dataset else clean

@@ -1,5 +1,6 @@
 """augment: clean the gold pairs (normalise text; drop empty, too-short and repeated training pairs) and,
-with an RTT backend, paraphrase a corpus by round-trip translation (data/clean/paraphrases.parquet)."""
+with an RTT backend, paraphrase a corpus by round-trip translation (data/clean/paraphrases.parquet).
+Under domain adaptation the source domain's train and dev are cleaned the same way (data/clean/source/)."""
 
 from __future__ import annotations
 
@@ -9,33 +10,42 @@ import pandas as pd
 
 from pldistill import cleaning, rtt, schemas
 from pldistill.config import Params
-from pldistill.datasets import SPLITS, DataError
-from pldistill.io import write_json
+from pldistill.datasets import SOURCE_DIR, SPLITS, DataError
+from pldistill.io import write_json, write_note_dir
 from pldistill.runtime import run_stage
 
 
-def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
+def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] = SPLITS) -> dict:
     """Clean train (dropping rows, counted by reason); dev and test are normalised but never dropped,
     so their scores stay comparable with published ones."""
-    src = raw / params.data.name
-    rows_in, rows_out = {}, {}
-    dropped = {}
-    for split in SPLITS:
-        df = schemas.read(src / f"{split}.parquet", schemas.PAIRS)
+    rows_in, rows_out, dropped = {}, {}, {}
+    for split in splits:
+        df = schemas.read(raw / f"{split}.parquet", schemas.PAIRS)
         rows_in[split] = len(df)
         if split == "train":
             df, counts = cleaning.clean_train(df, params.augment.min_chars, params.augment.unicode_form)
             dropped = dict(counts)
             if df.empty:
-                raise DataError(f"{src / 'train.parquet'}: cleaning dropped every training pair ({dropped}); "
+                raise DataError(f"{raw / 'train.parquet'}: cleaning dropped every training pair ({dropped}); "
                                 f"check the data or lower augment.min_chars")
         else:
             df = cleaning.normalise_pairs(df, params.augment.unicode_form)
         rows_out[split] = len(df)
         schemas.write(out / f"{split}.parquet", df, schemas.PAIRS)
+    return {"rows_in": rows_in, "rows_out": rows_out, "dropped": dropped}
+
+
+def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
+    """Clean the task's pairs (and, under domain adaptation, the source domain's train and dev into
+    data/clean/source/); paraphrase the training sentences when an RTT backend is set."""
+    result = clean_splits(raw / params.data.name, out, params)
+    source = out / SOURCE_DIR
+    if params.adapt.data:
+        result["adapt"] = clean_splits(raw / SOURCE_DIR / params.adapt.data.name, source, params, ("train", "dev"))
+    else:  # always there: later stages list it as a dependency
+        write_note_dir(source, "no source domain: adapt.dataset is null, so models learn the task's own gold pairs")
     train = schemas.read(out / "train.parquet", schemas.PAIRS)
-    result = {"rows_in": rows_in, "rows_out": rows_out, "dropped": dropped,
-              "rtt": round_trip(params, train, out / schemas.PARAPHRASES_FILE)}
+    result["rtt"] = round_trip(params, train, out / schemas.PARAPHRASES_FILE)
     write_json(report, result)
     return result
 

@@ -2,6 +2,7 @@
 models/bi, models/cross and a score-per-cycle plot.
 
 - augsbert: the bi-encoder learns gold + the teacher's silver labels; models/cross is the teacher.
+  Under domain adaptation it learns the target's silver labels only.
 - dse: a DSE student (encoder + learned similarity head) learns the teacher's logits mixed with the
   gold labels (weight dse.alpha); models/bi holds it with its head, models/cross is the teacher.
 - rtt-ensemble: a bi-encoder learns the ensemble's sentence embeddings (MAE + a little InfoNCE);
@@ -26,7 +27,7 @@ from pldistill.io import atomic_dir, write_card, write_csv_rows, write_json, wri
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
-from pldistill.datasets import task_of
+from pldistill.datasets import gold_dir, task_of
 from pldistill.dse import DSE
 from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi_encoder
 
@@ -47,21 +48,28 @@ def _row(cycle: int, bi: dict | None, cross: dict | None) -> list:
 
 def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
              report: Path, curve: Path, cycles_plot: Path) -> dict:
-    """Train the student bi-encoder with a cosine-similarity MSE on gold + silver."""
-    _, gen = seed_all(params.seed)
+    """Train the student bi-encoder with a cosine-similarity MSE on gold + silver; under domain adaptation
+    on the target's silver only, selected on the source's dev set (no target label is used)."""
+    adapting = params.adapt.data
     gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    if adapting:  # the target's gold scores are never learned
+        gold = gold.iloc[:0]
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    select_on = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     labelled = schemas.read(silver / schemas.SILVER_FILE, schemas.PSEUDO)
     s1 = [*gold["sentence1"], *labelled["sentence1"]]
     s2 = [*gold["sentence2"], *labelled["sentence2"]]
     y = [*gold["score"], *labelled["score"]]
-    student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, scored["dev"], gen, desc="student")
+    student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
     sp = params.student
     student.save(bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
-        "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled),
+        "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
+        "gold pairs": len(gold), "silver pairs": len(labelled),
         "sampling": params.sample.strategy, "teacher": f"cross-encoder from {params.teacher.model}",
         "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
-        "seed": params.seed}, "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
+        "seed": params.seed},
+        f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
+        if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
     _copy_dir(teacher, cross)  # the teacher is this recipe's cross-encoder
     with atomic_dir(pseudo) as tmp:  # the silver labels the student learned in its one cycle
         schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
@@ -72,8 +80,8 @@ def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: P
                                                 _row(1, split_scores(student, scored, ep),
                                                      split_scores(teacher_model, scored, ep))])
     res.write_curve(curve)
-    result = {"recipe": "augsbert", "cycle": 1, "gold_pairs": len(gold), "silver_pairs": len(labelled),
-              **res.summary()}
+    result = {"recipe": "augsbert", "cycle": 1, **({"adapt": adapting.name} if adapting else {}),
+              "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
     write_json(report, result)
     return result
 

@@ -1,31 +1,42 @@
-"""download: read the dataset named by data.dataset and write data/raw/<name>/{train,dev,test}.parquet."""
+"""download: read the dataset named by data.dataset and write data/raw/<name>/{train,dev,test}.parquet;
+with domain adaptation (adapt.dataset), the source domain's too, to data/raw/source/<name>/."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from pldistill import datasets, schemas
-from pldistill.config import Params
+from pldistill.config import DataParams, Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage, seed_all
 
 
-def download(params: Params, out: Path, report: Path) -> dict:
-    """Load, validate and split the dataset; malformed rows are dropped and counted by reason."""
-    rng, _ = seed_all(params.seed)
-    loaded = datasets.load(params.data, rng)  # one stream: the split first, then max_train
-    task = datasets.task_of(params.data, loaded.splits["train"])
+def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
+    """Load, validate and split one dataset into ``out/<name>/``; report where from and what was dropped."""
+    loaded = datasets.load(data, rng)  # one stream: the split first, then max_train
+    task = datasets.task_of(data, loaded.splits["train"])
     splits = dict(loaded.splits)
-    if params.data.max_train and len(splits["train"]) > params.data.max_train:
-        keep = sorted(rng.choice(len(splits["train"]), params.data.max_train, replace=False))
+    if data.max_train and len(splits["train"]) > data.max_train:
+        keep = sorted(rng.choice(len(splits["train"]), data.max_train, replace=False))
         splits["train"] = splits["train"].iloc[keep].reset_index(drop=True)
     for split, df in splits.items():
-        schemas.write(out / params.data.name / f"{split}.parquet", df, schemas.PAIRS)
-    result = {
-        "dataset": params.data.name, "source": loaded.source, "sha256": loaded.sha256, "task": task,
+        schemas.write(out / data.name / f"{split}.parquet", df, schemas.PAIRS)
+    return {
+        "dataset": data.name, "source": loaded.source, "sha256": loaded.sha256, "task": task,
         "rows": {s: len(df) for s, df in splits.items()},
         "dropped": dict(sorted(loaded.dropped.items())), "dropped_total": sum(loaded.dropped.values()),
     }
+
+
+def download(params: Params, out: Path, report: Path) -> dict:
+    """Malformed rows are dropped and counted by reason. The target is drawn first from the seed's
+    stream, so adding a source domain leaves the target's split as it was."""
+    rng, _ = seed_all(params.seed)
+    result = fetch(params.data, rng, out)
+    if params.adapt.data:
+        result["adapt"] = fetch(params.adapt.data, rng, out / datasets.SOURCE_DIR)
     write_json(report, result)
     return result
 

@@ -1,5 +1,6 @@
 """gold: the bi-encoder trained on the gold pairs only (SBERT, the paper's baseline), which is also the
-default encoder for semantic-search sampling."""
+default encoder for semantic-search sampling. Under domain adaptation it learns the source domain's
+gold pairs: the source-only baseline the adapted student is compared with."""
 
 from __future__ import annotations
 
@@ -7,25 +8,31 @@ from pathlib import Path
 
 from pldistill import cards, schemas
 from pldistill.config import Params
+from pldistill.datasets import gold_dir
 from pldistill.io import write_json
-from pldistill.runtime import run_stage, seed_all
+from pldistill.runtime import run_stage
 from pldistill.training import train_bi_encoder
 
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Train ``student.model`` on the gold training pairs with the student's settings; write models/gold."""
-    _, gen = seed_all(params.seed)
-    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
-    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
+    where = gold_dir(params, clean)
+    train = schemas.read(where / "train.parquet", schemas.PAIRS)
+    dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
     model, res = train_bi_encoder(params.student, params.evaluate, list(train["sentence1"]),
-                                  list(train["sentence2"]), list(train["score"]), dev, gen, desc="gold bi-encoder")
+                                  list(train["sentence2"]), list(train["score"]), dev, params.seed,
+                                  desc="gold bi-encoder")
     sp = params.student
-    model.save(out, cards.card("Gold-only bi-encoder (SBERT)", "bi", sp.model, {
-        "dataset": params.data.name, "gold pairs": len(train), "loss": "MSE of the cosine to the gold score",
-        **cards.fit_facts(res.summary(), sp), "seed": params.seed},
-        "The Augmented-SBERT baseline: the bi-encoder trained on the gold pairs alone."))
+    source = params.adapt.data
+    model.save(out, cards.card(
+        "Source-only bi-encoder (SBERT)" if source else "Gold-only bi-encoder (SBERT)", "bi", sp.model, {
+            "dataset": source.name if source else params.data.name, "gold pairs": len(train),
+            "loss": "MSE of the cosine to the gold score", **cards.fit_facts(res.summary(), sp), "seed": params.seed},
+        f"Trained on the source domain's gold pairs alone: the baseline for adapting to {params.data.name}."
+        if source else "The Augmented-SBERT baseline: the bi-encoder trained on the gold pairs alone."))
     res.write_curve(curve)
-    result = {"model": params.student.model, "train_pairs": len(train), **res.summary()}
+    result = {"model": params.student.model, "train_pairs": len(train),
+              **({"adapt": source.name} if source else {}), **res.summary()}
     write_json(report, result)
     return result
 

@@ -1,6 +1,9 @@
 """label: the teacher scores the candidate pairs (for `kde`, then keeps those that make the silver score
 distribution match the gold one); writes data/silver/silver.parquet and the label diagnostics.
 
+Under domain adaptation the teacher (trained on the source domain) also labels the target's own
+training pairs, scores dropped (strategy `target`).
+
 recipe trans-encoder has no teacher: its labellings happen inside stage distill, so this stage writes
 an empty silver set and says so. recipe rtt-ensemble labels sentences, not pairs: the ensemble's
 embedding of every corpus sentence goes to data/silver/ensemble.parquet."""
@@ -15,7 +18,7 @@ import pandas as pd
 
 from pldistill import diagnostics, ensemble, schemas
 from pldistill.config import Params
-from pldistill.datasets import task_of
+from pldistill.datasets import gold_dir, task_of
 from pldistill.io import sha256_file, write_csv_rows, write_json
 from pldistill.models import CrossModel
 from pldistill.runtime import run_stage, seed_all
@@ -35,7 +38,7 @@ def label_pairs(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle:
 
 def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
     """Keep the labelled pool pairs KDE selects; report pool size, kept, dropped and the pool's KL."""
-    task = task_of(params.data, gold)
+    task = task_of(params.adapt.data or params.data, gold)
     scores, gold_scores = pool["score"].to_numpy(), gold["score"].to_numpy()
     keep = diagnostics.kde_select(gold_scores, scores, task, rng, params.sample.kde.grid)
     pool_kl = diagnostics.report(gold_scores, scores)[0]["kl_gold_silver"]
@@ -43,6 +46,8 @@ def kde_filter(gold: pd.DataFrame, pool: pd.DataFrame, params: Params, rng: np.r
                      "pool_kl_gold_silver": pool_kl}}
     return pool[keep].reset_index(drop=True), extra
 
+
+TARGET = "target"  # domain adaptation: the strategy of the target's own training pairs (scores dropped)
 
 SKIPPED = {"trans-encoder": "recipe trans-encoder labels inside stage distill",
            "rtt-ensemble": "recipe rtt-ensemble labels sentences with embeddings (data/silver/ensemble.parquet)"}
@@ -65,11 +70,14 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
           density: Path) -> dict:
     """Label the candidates with the teacher; KDE-select when sample.strategy is kde; report diagnostics."""
     rng, _ = seed_all(params.seed)
-    gold = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    gold = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)  # the source's, when adapting
     cands = schemas.read(pairs / schemas.CANDIDATES_FILE, schemas.CANDIDATES)
     skipped = params.recipe in ("trans-encoder", "rtt-ensemble")
     if skipped:
         cands = cands.iloc[:0]
+    if params.adapt.dataset:  # the target's own training pairs, scores dropped, are labelled first
+        target = schemas.read(clean / "train.parquet", schemas.PAIRS)[["sentence1", "sentence2"]]
+        cands = pd.concat([target.assign(strategy=TARGET), cands], ignore_index=True)
     extra: dict = {}
     if params.recipe == "rtt-ensemble":
         extra["ensemble"] = embed_corpus(params, clean, teacher, silver_dir)
@@ -89,8 +97,10 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
             schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, cycle, labeller),
                           schemas.PSEUDO)
 
-    if params.sample.strategy == "kde" and len(silver):
-        silver, kde = kde_filter(gold, silver, params, rng)
+    if params.sample.strategy == "kde" and len(silver):  # the target's own pairs are all kept
+        own = silver["strategy"] == TARGET
+        kept, kde = kde_filter(gold, silver[~own].reset_index(drop=True), params, rng)
+        silver = pd.concat([silver[own], kept], ignore_index=True)
         extra.update(kde)
     schemas.write(silver_dir / schemas.SILVER_FILE, silver, schemas.PSEUDO)  # after the gold logits: same dir
 

@@ -1,4 +1,5 @@
-"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev.
+"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev; under
+domain adaptation, on the source domain's gold pairs and dev.
 
 recipe rtt-ensemble: train the ensemble's contrastive sub-models instead (pldistill.ensemble)."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 from pldistill import cards, ensemble, schemas
 from pldistill.config import Params
 from pldistill.io import write_csv_rows, write_json, write_note_dir
-from pldistill.models import CrossModel
-from pldistill.runtime import run_stage, seed_all
-from pldistill.training import dev_spearman, fit
+from pldistill.datasets import gold_dir
+from pldistill.runtime import run_stage
+from pldistill.training import train_cross_encoder
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
@@ -21,23 +22,25 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
         return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without gold labels")
     if params.recipe == "rtt-ensemble":
         return sub_models(params, clean, out, report, curve)
-    _, gen = seed_all(params.seed)
-    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
-    dev = schemas.read(clean / "dev.parquet", schemas.PAIRS)
+    where = gold_dir(params, clean)  # the source domain's, under domain adaptation
+    train = schemas.read(where / "train.parquet", schemas.PAIRS)
+    dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
     tp = params.teacher
-    model = CrossModel.load(tp.model, tp.max_length, tp.trust_remote_code)
     # Both orders: a cross-encoder sees "a [SEP] b" and "b [SEP] a" as different inputs.
     s1 = [*train["sentence1"], *train["sentence2"]]
     s2 = [*train["sentence2"], *train["sentence1"]]
     y = [*train["score"], *train["score"]]
-    res = fit(model.module, model.soft_bce_loss, s1, s2, y, dev_spearman(model, dev, params.evaluate), tp, gen,
-              desc="teacher")
+    model, res = train_cross_encoder(tp, params.evaluate, s1, s2, y, dev, params.seed, desc="teacher")
+    source = params.adapt.data
     model.save(out, cards.card("Teacher cross-encoder", "cross", tp.model, {
-        "dataset": params.data.name, "gold pairs (both orders)": len(s1),
+        "dataset": source.name if source else params.data.name, "gold pairs (both orders)": len(s1),
         "loss": "binary cross-entropy of sigmoid(logit) to the gold score", **cards.fit_facts(res.summary(), tp),
-        "seed": params.seed}, "Fine-tuned on the gold pairs; it labels new pairs for the student."))
+        "seed": params.seed},
+        f"Fine-tuned on the source domain's gold pairs; it labels {params.data.name}'s pairs for the student."
+        if source else "Fine-tuned on the gold pairs; it labels new pairs for the student."))
     res.write_curve(curve)
-    result = {"model": tp.model, "train_pairs": len(s1), **res.summary()}
+    result = {"model": tp.model, "train_pairs": len(s1), **({"adapt": source.name} if source else {}),
+              **res.summary()}
     write_json(report, result)
     return result
 

@@ -289,3 +289,61 @@ def test_extra_evaluation_sets_get_their_own_blocks(small, tmp_path):
     b = bi.encode([r.sentence2 for r in sick_test], normalize_embeddings=True)
     expected = correlation(np.sum(a * b, axis=1), [r.score for r in sick_test])["spearman"]
     assert result["extra"]["sick"]["bi"]["test"]["spearman"] == pytest.approx(expected, abs=0.5)
+
+
+def _adapt_params(small, target_csv):
+    from pldistill.config import parse_params
+    raw = small.model_dump(mode="json")
+    return parse_params({**raw, "data": {"dataset": str(target_csv)},
+                         "adapt": {"dataset": "demo", "max_train": 40}})
+
+
+def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used(small, tmp_path):
+    from tests.conftest import make_pairs
+    # The target: a table with its own split column. Its scores are then scrambled in a second copy:
+    # if no target label trains or selects a model, both runs must give the same student bit for bit.
+    target = make_pairs(90, offset=300).assign(split=["train"] * 50 + ["dev"] * 20 + ["test"] * 20)
+    target.to_csv(tmp_path / "target.csv", index=False)
+    scrambled = target.assign(score=np.random.default_rng(0).permutation(target["score"].to_numpy()))
+    scrambled.to_csv(tmp_path / "scrambled.csv", index=False)
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    result = run_chain(_adapt_params(small, tmp_path / "target.csv"), a)
+    run_chain(_adapt_params(small, tmp_path / "scrambled.csv"), b)
+
+    down = json.loads((a / "metrics/download.json").read_text())
+    assert down["dataset"] == "target" and down["adapt"]["dataset"] == "demo" and down["adapt"]["rows"]["train"] == 40
+    src_train = schemas.read(a / "data/clean/source/train.parquet", schemas.PAIRS)
+    assert len(src_train) == json.loads((a / "metrics/gold.json").read_text())["train_pairs"]  # source-only baseline
+    teacher_report = json.loads((a / "metrics/teacher.json").read_text())
+    assert teacher_report["adapt"] == "demo" and teacher_report["train_pairs"] == 2 * len(src_train)
+
+    silver = schemas.read(a / "data/silver/silver.parquet", schemas.PSEUDO)
+    own = silver[silver["strategy"] == "target"]
+    target_train = schemas.read(a / "data/clean/train.parquet", schemas.PAIRS)
+    assert list(own["sentence1"]) == list(target_train["sentence1"])  # every target pair, relabelled
+    assert (silver["strategy"] != "target").sum() > 0  # and the sampled ones
+    distilled = json.loads((a / "metrics/distill.json").read_text())
+    assert distilled["gold_pairs"] == 0 and distilled["silver_pairs"] == len(silver) and distilled["adapt"] == "demo"
+
+    for model in ("models/gold", "models/teacher", "models/bi"):
+        fa, fb = (p / model / "model.safetensors" for p in (a, b))
+        assert fa.read_bytes() == fb.read_bytes(), model
+    # Evaluation does read the target's labels: the two runs differ there only.
+    assert result["bi"]["test"] != json.loads((b / "metrics/eval.json").read_text())["bi"]["test"]
+    assert "adapting to target" in (a / "models/gold/README.md").read_text()
+
+
+def test_without_adaptation_the_source_folder_holds_a_note(small, tmp_path):
+    from pldistill.io import SKIPPED_NOTE
+    m = tmp_path / "metrics"
+    download(small, tmp_path / "data/raw", m / "download.json")
+    augment(small, tmp_path / "data/raw", tmp_path / "data/clean", m / "augment.json")
+    assert [p.name for p in (tmp_path / "data/clean/source").iterdir()] == [SKIPPED_NOTE]
+    assert "adapt" not in json.loads((m / "download.json").read_text())
+
+
+def test_adaptation_is_refused_outside_augsbert(small):
+    from pldistill.config import ConfigError, parse_params
+    with pytest.raises(ConfigError, match="adapt.dataset.*recipe augsbert"):
+        parse_params({**small.model_dump(mode="json"), "recipe": "dse", "adapt": {"dataset": "demo"}})

@@ -94,3 +94,71 @@ def test_optimizer_gives_named_submodules_their_own_learning_rate():
     assert by_param[id(module["encoder"].bias)] == (1e-5, 0.0)  # no decay on biases
     assert by_param[id(module["head"].weight)] == (1e-3, 0.01)
     assert by_param[id(module["head"].bias)] == (1e-3, 0.0)
+
+
+def _seeded_start(tiny_model_dir, params, calls):
+    """fit_seeds' start(seed): everything seeded from ``seed``; a real dev score on held-out pairs."""
+    from pldistill.runtime import seed_all
+    from pldistill.training import Fit
+
+    train, dev = make_pairs(64), make_pairs(24, offset=100)
+    ep = parse_params({"evaluate": {"bf16": False}}).evaluate
+
+    def start(seed):
+        calls.append(seed)
+        _, gen = seed_all(seed)
+        bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+        return bi, Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+                       train["score"].to_numpy(), dev_spearman(bi, dev, ep), params, gen)
+
+    return start
+
+
+def test_seed_optimisation_finishes_the_best_seed_at_the_stop_as_if_it_ran_alone(tiny_model_dir):
+    from pldistill.training import fit_seeds
+
+    params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
+                                       "select": "last"}}).student
+    calls = []
+    start = _seeded_start(tiny_model_dir, params, calls)
+    chosen_model, res = fit_seeds(start, [11, 12, 13], stop=0.25)
+    so = res.seeds
+    assert calls == [11, 12, 13] and so["seeds"] == 3 and so["stop"] == 0.25
+    assert [t["stop_step"] for t in so["trials"]] == [4, 4, 4]  # 25% of 16 steps
+    devs = [t["dev_at_stop"] for t in so["trials"]]
+    assert len(set(devs)) == 3  # the seeds really differ
+    assert so["chosen"] == [11, 12, 13][devs.index(max(devs))]
+    assert res.steps == 16 and res.curve[-1]["step"] == 16  # the chosen one ran to the end
+    assert res.summary()["seed_optimisation"] == so
+
+    # The same seed trained alone, never paused: the same weights, bit for bit, although other seeds
+    # drew dropout masks from torch's global RNG while it was paused.
+    alone, run = start(so["chosen"])
+    run.finish()
+    for (name, a), b in zip(chosen_model.module.state_dict().items(), alone.module.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_one_seed_is_a_plain_run(tiny_model_dir):
+    from pldistill.training import fit_seeds
+
+    params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 2}}).student
+    calls = []
+    _, res = fit_seeds(_seeded_start(tiny_model_dir, params, calls), [5], stop=0.2)
+    assert calls == [5] and res.seeds is None and "seed_optimisation" not in res.summary()
+    assert [r["step"] for r in res.curve] == [0, 4, 8]  # no extra evaluation at a stop point
+
+
+def test_seeds_and_stop_are_validated():
+    from pldistill.config import ConfigError
+    from pldistill.training import seeds_of
+
+    p = parse_params({"student": {"seeds": 5}, "seed": 40})
+    assert seeds_of(p.student, p.seed) == [40, 41, 42, 43, 44] and p.student.seed_stop == 0.2
+    for bad in ({"seeds": 0}, {"seed_stop": 1.0}, {"seed_stop": 0}):
+        try:
+            parse_params({"teacher": bad})
+        except ConfigError as err:
+            assert f"teacher.{next(iter(bad))}" in str(err)
+        else:
+            raise AssertionError(f"accepted {bad}")
