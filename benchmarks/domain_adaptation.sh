@@ -7,10 +7,12 @@
 # (bi), the source-only student (baseline.gold), the teacher (cross) and the untrained start.
 # Results go to benchmarks/results/domain_adaptation.jsonl in the clone.
 #   STSB=../shared/data/Stsbenchmark.tar.gz benchmarks/domain_adaptation.sh [more -S for both runs]
+# DIRECTIONS="stsb-to-demo demo-to-stsb" (the default) picks the runs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STSB=$(realpath "${STSB:-$ROOT/../shared/data/Stsbenchmark.tar.gz}")
 WORK=${WORK:-$(mktemp -d /tmp/pldistill-da.XXXX)}
+DIRECTIONS=${DIRECTIONS:-stsb-to-demo demo-to-stsb}
 export PATH="$ROOT/.venv/bin:$PATH"
 
 git clone -q "$ROOT" "$WORK/repo"
@@ -19,6 +21,7 @@ mkdir -p benchmarks/results
 
 run() {  # name, then the -S options of that direction
   local name=$1; shift
+  git checkout -q -- params.yaml  # exp run leaves the last run's params in the workspace
   t0=$(date +%s.%N)
   dvc exp run -n "$name" "$@" >"$WORK/$name.log" 2>&1
   t1=$(date +%s.%N)
@@ -42,6 +45,11 @@ print(json.dumps({
 PY
 }
 
-run stsb-to-demo -S adapt.dataset=stsb -S "adapt.source=$STSB" "$@"
-run demo-to-stsb -S data.dataset=stsb -S "data.source=$STSB" -S adapt.dataset=demo "$@"
+for d in $DIRECTIONS; do
+  case $d in
+    stsb-to-demo) run "$d" -S adapt.dataset=stsb -S "adapt.source=$STSB" "$@" ;;
+    demo-to-stsb) run "$d" -S data.dataset=stsb -S "data.source=$STSB" -S adapt.dataset=demo "$@" ;;
+    *) echo "unknown direction $d" >&2; exit 2 ;;
+  esac
+done
 echo "results: $WORK/repo/benchmarks/results/domain_adaptation.jsonl"

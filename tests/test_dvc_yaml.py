@@ -50,3 +50,16 @@ def test_stage_lists_the_code_it_runs(name):
     deps = set(stage["deps"])
     needed = ({entry} | local_imports(ROOT / entry)) - PLUMBING - {"stages/__init__.py"}
     assert needed <= deps, f"{name}: add to deps {sorted(needed - deps)}"
+
+
+def test_eval_json_is_the_one_metric_and_every_plot_file_is_an_output():
+    # One metrics file keeps `dvc exp show` to eval.json's numbers and the params (it had ~240 columns
+    # when every stage report was a metric); the reports stay uncached outputs in git.
+    metrics = [next(iter(m)) if isinstance(m, dict) else m for s in STAGES.values() for m in s.get("metrics", [])]
+    assert metrics == ["metrics/eval.json"]
+    outs = {next(iter(o)) if isinstance(o, dict) else o for s in STAGES.values() for o in s.get("outs", [])}
+    assert {f"metrics/{name}.json" for name in STAGES if name != "evaluate"} <= outs
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    files = {f for p in plots for spec in p.values() for f in spec["y"]}
+    assert files and files <= outs
+    assert not any("plots" in s for s in STAGES.values())  # drawn once, by the declarations above

@@ -58,10 +58,13 @@ def test_repro_is_cached_and_exp_reruns_from_sample(project):
     out = sh("dvc exp run -S sample.top_k=5", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}
     assert ran == {"sample", "label", "distill", "evaluate"}, out[-2000:]
-    diff = sh("dvc metrics diff", project)
-    assert "metrics/sample.json" in diff
+    assert "metrics/eval.json" in sh("dvc metrics diff", project)
+    assert "metrics/sample.json" in sh("dvc metrics diff --targets metrics/sample.json", project)  # a report
+    # The table users read: eval.json's metrics and the params, not every stage report's keys.
     shown = sh("dvc exp show --no-pager --md", project)
-    assert "sample.top_k" in shown or "top_k" in shown
+    assert "top_k" in shown and "bi.test.spearman" in shown and "train_seconds" not in shown
+    header = sh("dvc exp show --no-pager --md --only-changed --drop 'pearson'", project).splitlines()[0]
+    assert header.count("|") - 1 <= 12, header  # experiment, created, the changed metrics and top_k
 
 
 def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
@@ -70,10 +73,10 @@ def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
     out = sh("dvc exp run -S sample.strategy=kde -S sample.kde.pool=300", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}
     assert ran >= {"sample", "label", "distill"} and not ran & {"download", "augment", "gold", "teacher"}, out[-2000:]
-    assert "kde" in sh("dvc metrics show --json", project)
+    assert '"kde"' in sh("dvc metrics show --json metrics/label.json", project)
     sh("dvc plots show -o plots-html", project)
     html = (project / "plots-html" / "index.html").read_text()
-    assert "score-density" in html
+    assert "gold vs silver score density" in html and '"field": "silver"' in html
 
 
 def test_trans_encoder_experiment_adds_cycles_without_redoing_them(project):
@@ -96,4 +99,5 @@ def test_trans_encoder_experiment_adds_cycles_without_redoing_them(project):
     assert (project / ".pldistill-store").is_dir()  # $DVC_ROOT/.pldistill-store, git-ignored
     assert ".pldistill-store" not in sh("git status --porcelain", project)
     sh("dvc plots show -o plots-html", project)
-    assert "cycles.csv" in (project / "plots-html" / "index.html").read_text()
+    html = (project / "plots-html" / "index.html").read_text()
+    assert "Spearman per cycle" in html and '"field": "bi_test"' in html
