@@ -1,12 +1,13 @@
 # make run  — create the environment if missing, install, `dvc repro` the embedded default (demo data, bundled MiniLM)
 # make test — create the environment if missing, install, run the default test tier (what CI runs)
+# make exps — `dvc exp show`, trimmed to what differs between the experiments
 VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-slow env clean-env
+.PHONY: run test test-slow exps env clean-env
 
 env: $(STAMP)
 
@@ -27,6 +28,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	pytest -q -m slow
+
+# The experiments, one row each: the params and eval.json Spearman/AUC figures that differ between them.
+EXP_DROP ?= .*pearson|data/.*|models/.*|State|Executor
+exps: $(STAMP)
+	dvc exp show --no-pager --only-changed --drop '$(EXP_DROP)'
 
 clean-env:
 	rm -rf $(VENV)
