@@ -43,3 +43,15 @@ def render(c: dict) -> str:
             + (f"{c['summary']}\n\n" if c["summary"] else "")
             + f"Made by pldistill {__version__}.\n\n| | |\n|---|---|\n{rows}\n\n## Use\n\n```python\n{load}\n```\n")
 
+
+
+def teacher_card(dataset: str, members: list[str]) -> str:
+    """The README.md of a teacher folder (pldistill.teachers): its members and how to score with it."""
+    rows = "\n".join(f"- `member-{i:02d}/`: {m}" for i, m in enumerate(members))
+    kind = "An ensemble of teachers" if len(members) > 1 else "A teacher"
+    return (f"# Teacher\n\n{kind} for {dataset}, made by pldistill {__version__}. Each member's score is put "
+            f"on the gold scale by the calibration in `teacher.json` (fitted on dev); the teacher's score is the "
+            f"members' mean.\n\n{rows}\n\n## Use\n\n```python\nfrom pldistill.teachers import Teacher\n"
+            f"teacher = Teacher.load(path)\nscores = teacher.score(sentences1, sentences2)  # in [0, 1]\n```\n\n"
+            f"Each `member-NN/` loads on its own with sentence-transformers (`CrossEncoder` or "
+            f"`SentenceTransformer`, as its card says).\n")

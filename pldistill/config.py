@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from pldistill.bundled import BUNDLED
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 NAMED_DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
@@ -22,7 +23,9 @@ PAIR_SPLITS = ("train", "dev", "test")
 STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression", "classification")
-BUNDLED_MODELS = ("all-MiniLM-L6-v2",)  # `bundled:<name>`; weights and sha256 in pldistill.models
+TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
+CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
+BUNDLED_MODELS = tuple(BUNDLED)  # `bundled:<name>`; weights and sha256 in pldistill.bundled
 
 
 class ConfigError(ValueError):
@@ -223,8 +226,61 @@ class TrainParams(StepParams):
     trust_remote_code: bool = False
     seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
+    layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
 
     _known_model = field_validator("model")(_model_spec)
+
+    @field_validator("layers")
+    @classmethod
+    def _distinct_layers(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if v is not None and (not v or min(v) < 0 or len(set(v)) < len(v)):
+            raise ValueError(f"expected distinct layer indices >= 0 (e.g. [0, 2, 4]) or null; found {list(v)}")
+        return v
+
+
+class TeacherMember(TrainParams):
+    """One teacher: what it is, whether it learns the gold pairs, and how its score meets the gold scale."""
+
+    kind: str = "cross"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
+    finetune: bool = True  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
+    calibrate: str = "auto"  # auto: none when fine-tuned (its loss targets the gold scale), else linear
+                             # linear: least squares on dev | isotonic: monotone fit on dev | none: clipped to [0, 1]
+
+    _known_kind = field_validator("kind")(lambda v: _one_of(v, TEACHER_KINDS))
+    _known_calibration = field_validator("calibrate")(lambda v: _one_of(v, CALIBRATIONS))
+
+    @property
+    def calibration(self) -> str:
+        """The calibration method ``auto`` stands for."""
+        if self.calibrate != "auto":
+            return self.calibrate
+        return "none" if self.finetune else "linear"
+
+
+class TeacherParams(TeacherMember):
+    """The teacher section: the first member, and ``members`` for an ensemble (each inherits every key
+    it does not set from this section)."""
+
+    members: tuple[TeacherMember, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _members_inherit(cls, raw: object) -> object:
+        if isinstance(raw, dict) and raw.get("members"):
+            own = {k: v for k, v in raw.items() if k != "members"}
+            raw = {**raw, "members": [{**own, **m} if isinstance(m, dict) else m for m in raw["members"]]}
+        return raw
+
+    @property
+    def ensemble(self) -> tuple[TeacherMember, ...]:
+        """Every member, this section's own first."""
+        return (TeacherMember(**self.model_dump(exclude={"members"})), *self.members)
+
+    @property
+    def plain(self) -> bool:
+        """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
+        return (not self.members and self.kind == "cross" and self.finetune and self.calibration == "none"
+                and self.layers is None)
 
 
 class TransCrossParams(StepParams):
@@ -360,7 +416,7 @@ class Params(_Section):
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
-    teacher: TrainParams = TrainParams()
+    teacher: TeacherParams = TeacherParams()
     label: LabelParams = LabelParams()
     student: TrainParams = TrainParams()
     trans: TransParams = TransParams()
@@ -389,6 +445,14 @@ class Params(_Section):
                 f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; "
                 f"it needs recipe augsbert, found {self.recipe}; set adapt.dataset to null for this recipe"
             )
+        if self.recipe in ("trans-encoder", "rtt-ensemble") and not self.teacher.plain:
+            raise ValueError(
+                f"recipe {self.recipe} uses teacher.model only as a starting point; teacher.kind, finetune, "
+                "calibrate, layers and members apply to augsbert and dse; leave them at their defaults"
+            )
+        if self.recipe == "trans-encoder" and self.student.layers is not None:
+            raise ValueError("student.layers (a pruned student) applies to augsbert, dse and rtt-ensemble; the "
+                             "Trans-Encoder's bi-encoders start from student.model whole: set it to null")
         if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
             raise ValueError(
                 "ensemble.positives rtt contrasts each sentence with its round-trip paraphrase, but "

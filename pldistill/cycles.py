@@ -43,7 +43,7 @@ _HERE = Path(__file__).resolve().parent
 # Code whose change must invalidate stored steps: the files dvc.yaml lists for stage distill, and the
 # modules they use (tests/test_cycles.py checks the two lists agree).
 CODE = [*(_HERE / f"{m}.py" for m in ("cycles", "models", "training", "losses", "metrics", "schemas", "io", "store",
-                                       "runtime", "config", "dse", "ensemble", "datasets", "cards")),
+                                       "runtime", "config", "dse", "ensemble", "datasets", "cards", "teachers", "bundled")),
         _HERE.parent / "stages" / "distill.py"]
 
 

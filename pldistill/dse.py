@@ -21,7 +21,7 @@ from sentence_transformers import SentenceTransformer
 from pldistill import losses
 from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir, write_card
-from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, resolve
+from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, prune_layers, resolve
 
 HEAD_DIR = "dse_head"
 
@@ -72,8 +72,9 @@ class DSE:
 
     @classmethod
     def create(cls, spec: str, pooling: str, hidden: int, max_length: int = 128,
-               trust_remote_code: bool = False) -> DSE:
-        """A new student: the encoder from ``spec``, a randomly initialised head (seed torch first)."""
+               trust_remote_code: bool = False, layers: Sequence[int] | None = None) -> DSE:
+        """A new student: the encoder from ``spec`` (only ``layers`` of it, if given), a randomly initialised
+        head (seed torch first)."""
         if pooling not in DSE_POOLINGS:
             raise ValueError(f"dse.pooling: expected one of {', '.join(DSE_POOLINGS)}; found {pooling!r}")
         st = SentenceTransformer(resolve(spec), device=device(), trust_remote_code=trust_remote_code,
@@ -81,6 +82,8 @@ class DSE:
         st.max_seq_length = max_length
         if pooling == "cls" and st.tokenizer.cls_token_id is None:
             raise ValueError(f"dse.pooling cls: {spec}'s tokenizer has no [CLS] token; use last4 or mean")
+        if layers is not None:
+            prune_layers(st[0].auto_model, layers, spec)
         cfg = st[0].auto_model.config
         dim = cfg.hidden_size * (min(4, cfg.num_hidden_layers) if pooling == "last4" else 1)
         return cls(st, Head(dim, hidden), pooling, spec)

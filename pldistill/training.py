@@ -276,7 +276,7 @@ def train_bi_encoder(
 ) -> tuple[BiEncoder, FitResult]:
     """Load ``params.model`` and train it as a bi-encoder (cosine MSE), selected on dev Spearman; with
     ``params.seeds`` > 1, seed-optimised (``fit_seeds``)."""
-    return _train(lambda: BiEncoder.load(params.model, params.max_length, params.trust_remote_code),
+    return _train(lambda: BiEncoder.load(params.model, params.max_length, params.trust_remote_code, params.layers),
                   lambda m: m.cosine_mse_loss, params, eval_params, s1, s2, target, dev, seed, desc)
 
 
@@ -286,5 +286,5 @@ def train_cross_encoder(
 ) -> tuple[CrossModel, FitResult]:
     """Load ``params.model`` as a cross-encoder and train it with soft BCE on scores in [0, 1], selected on
     dev Spearman; with ``params.seeds`` > 1, seed-optimised (``fit_seeds``)."""
-    return _train(lambda: CrossModel.load(params.model, params.max_length, params.trust_remote_code),
+    return _train(lambda: CrossModel.load(params.model, params.max_length, params.trust_remote_code, params.layers),
                   lambda m: m.soft_bce_loss, params, eval_params, s1, s2, target, dev, seed, desc)

@@ -14,7 +14,9 @@ models/bi, models/cross and a score-per-cycle plot.
 
 from __future__ import annotations
 
+import math
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +26,10 @@ from pldistill import cards, ensemble, schemas
 from pldistill.config import Params
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
 from pldistill.io import atomic_dir, write_card, write_csv_rows, write_json, write_note_dir
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
+from pldistill.teachers import Teacher
 from pldistill.datasets import gold_dir, task_of
 from pldistill.dse import DSE
 from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi_encoder
@@ -46,6 +49,34 @@ def _row(cycle: int, bi: dict | None, cross: dict | None) -> list:
     return [cycle, *(("" if b is None else b[s]["spearman"]) for b in (bi, cross) for s in ("dev", "test"))]
 
 
+def _teacher_as_cross(teacher: Teacher, path: Path, cross: Path) -> None:
+    """models/cross: the teacher, when it is one cross-encoder; else a note pointing at models/teacher."""
+    if teacher.cross_dir:
+        _copy_dir(path / teacher.cross_dir, cross)
+    else:
+        write_note_dir(cross, "the teacher is not one cross-encoder: " + "; ".join(m.describe for m in teacher.members)
+                       + f". It lives in {path} (pldistill.teachers.Teacher.load)")
+
+
+def encode_speed(student: BiEncoder, sp, dev: pd.DataFrame, ep) -> dict:
+    """A pruned student's encoding speed against its full starting model, on the dev sentences (best of 3)."""
+    full = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    sentences = list(dict.fromkeys([*dev["sentence1"], *dev["sentence2"]]))
+
+    def per_s(model: BiEncoder) -> float:
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            model.encode(sentences, ep.batch_size, ep.bf16)
+            best = min(best, time.perf_counter() - t0)
+        return len(sentences) / best
+
+    pruned_s, full_s = per_s(student), per_s(full)
+    return {"layers": list(sp.layers), "full_layers": full.model[0].auto_model.config.num_hidden_layers,
+            "sentences": len(sentences), "sentences_per_s": {"pruned": round(pruned_s, 1), "full": round(full_s, 1)},
+            "speedup": round(pruned_s / full_s, 2)}
+
+
 def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path, cross: Path,
              report: Path, curve: Path, cycles_plot: Path) -> dict:
     """Train the student bi-encoder with a cosine-similarity MSE on gold + silver; under domain adaptation
@@ -62,26 +93,27 @@ def augsbert(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: P
     y = [*gold["score"], *labelled["score"]]
     student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
     sp = params.student
+    teacher_model = Teacher.load(teacher, params.teacher.max_length)
     student.save(bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
         "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
         "gold pairs": len(gold), "silver pairs": len(labelled),
-        "sampling": params.sample.strategy, "teacher": f"cross-encoder from {params.teacher.model}",
+        "sampling": params.sample.strategy, "teacher": " + ".join(m.describe for m in teacher_model.members),
         "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
         "seed": params.seed},
         f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
         if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
-    _copy_dir(teacher, cross)  # the teacher is this recipe's cross-encoder
+    _teacher_as_cross(teacher_model, teacher, cross)
     with atomic_dir(pseudo) as tmp:  # the silver labels the student learned in its one cycle
         schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
     ep = params.evaluate
-    start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
-    teacher_model = CrossModel.load(str(teacher), params.teacher.max_length)
+    start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
     write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(0, split_scores(start, scored, ep), None),
                                                 _row(1, split_scores(student, scored, ep),
                                                      split_scores(teacher_model, scored, ep))])
     res.write_curve(curve)
     result = {"recipe": "augsbert", "cycle": 1, **({"adapt": adapting.name} if adapting else {}),
-              "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
+              "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
+              **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
     write_json(report, result)
     return result
 
@@ -113,7 +145,8 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
     labelled = schemas.read(silver / schemas.SILVER_FILE, schemas.PSEUDO)
     rows = _dse_rows(gold, on_gold, labelled, clean / "train.parquet", silver)
     target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
-    student = DSE.create(params.student.model, dp.pooling, dp.hidden, dp.max_length, params.student.trust_remote_code)
+    student = DSE.create(params.student.model, dp.pooling, dp.hidden, dp.max_length, params.student.trust_remote_code,
+                         params.student.layers)
     task = task_of(params.data, gold)
     res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]), list(rows["sentence2"]),
               target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen, desc="dse student",
@@ -126,11 +159,11 @@ def dse(params: Params, clean: Path, silver: Path, teacher: Path, pseudo: Path, 
         "A Distilled Sentence Embedding student. Load it with `pldistill.dse.DSE.load(path)` to score pairs "
         "through its learned head (from cached embeddings); plain `SentenceTransformer(path)` loads the "
         "encoder alone, with mean pooling and cosine."))
-    _copy_dir(teacher, cross)
+    teacher_model = Teacher.load(teacher, params.teacher.max_length)
+    _teacher_as_cross(teacher_model, teacher, cross)
     with atomic_dir(pseudo) as tmp:  # what the student learned: the teacher's logits on gold and silver pairs
         schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO)
     ep = params.evaluate
-    teacher_model = CrossModel.load(str(teacher), params.teacher.max_length)
     write_csv_rows(cycles_plot, CYCLE_COLUMNS, [_row(1, split_scores(student, scored, ep),
                                                      split_scores(teacher_model, scored, ep))])
     res.write_curve(curve)
@@ -148,7 +181,7 @@ def rtt_ensemble(params: Params, clean: Path, silver: Path, pseudo: Path, bi: Pa
     file = silver / schemas.ENSEMBLE_FILE
     sentences, target = ensemble.read_embeddings(file)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
-    student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
     ensemble.check_dims(student, target.shape[1], file)
     start = split_scores(student, scored, ep)
     res = fit_at(student, ensemble.distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,

@@ -6,6 +6,7 @@ maximises F1 on dev (the same threshold applied to test); one more baseline, the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +20,33 @@ from pldistill.dse import DSE, HEAD_DIR
 from pldistill.ensemble import Ensemble
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage
+from pldistill.teachers import Teacher
 
 
-def _teacher(params: Params, cross: Path, teacher: Path) -> Ensemble | CrossModel:
-    """The recipe's teacher: the sub-model ensemble for rtt-ensemble, else the cross-encoder."""
+def _teacher(params: Params, cross: Path, teacher: Path) -> Ensemble | CrossModel | Teacher:
+    """The recipe's teacher: the sub-model ensemble for rtt-ensemble, the Trans-Encoder's cross-encoder,
+    else the teacher that labelled the pairs (pldistill.teachers)."""
     if params.recipe == "rtt-ensemble":
         ep = params.ensemble
         return Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
-    return CrossModel.load(str(cross), params.teacher.max_length)
+    if params.recipe == "trans-encoder":
+        return CrossModel.load(str(cross), params.teacher.max_length)
+    return Teacher.load(teacher, params.teacher.max_length)
 
 
-def _blocks(models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str, ep: EvaluateParams,
-            ens: Ensemble | None) -> tuple[dict, dict]:
+def _teacher_blocks(teacher: object, block: Callable[[str], dict]) -> dict:
+    """eval.json's teacher blocks: `cross` for one cross-encoder (as before), `ensemble` and `submodels` for
+    rtt-ensemble, else `teacher` and, with several members, each member's under `members`."""
+    if isinstance(teacher, Ensemble):
+        return {"ensemble": block("cross"), "submodels": {n: block(f"sub/{n}") for n in teacher.names}}
+    if not isinstance(teacher, Teacher) or teacher.single_cross:
+        return {"cross": block("cross")}
+    members = {m.name: block(f"member/{m.name}") for m in teacher.members} if len(teacher.members) > 1 else {}
+    return {"teacher": block("cross"), **({"members": members} if members else {})}
+
+
+def _blocks(models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
+            ep: EvaluateParams) -> tuple[dict, dict]:
     """eval.json's blocks for one dataset's dev and test splits, and every model's predictions."""
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
                     for s, df in splits.items()} for name, m in models.items()}
@@ -48,9 +64,8 @@ def _blocks(models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, 
         return {**{s: classification(preds[name][s], df["score"], t) for s, df in splits.items()},
                 "threshold": round(t, 6)}
 
-    teacher_block = ({"ensemble": block("cross"), "submodels": {n: block(f"sub/{n}") for n in ens.names}}
-                     if ens else {"cross": block("cross")})
-    return {"bi": block("bi"), **teacher_block, "baseline": {b: block(b) for b in baselines}}, preds
+    return {"bi": block("bi"), **_teacher_blocks(models["cross"], block),
+            "baseline": {b: block(b) for b in baselines}}, preds
 
 
 def _extra_set(x: ExtraSet, params: Params) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, str]:
@@ -67,8 +82,9 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
 
     eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}
     (classification blocks add the dev-chosen "threshold"); baseline.start is the student's starting
-    model untrained, baseline.gold the bi-encoder trained on gold only (SBERT). recipe rtt-ensemble has
-    no cross-encoder: "ensemble" (the teacher) and "submodels" take its place. Each set in
+    model untrained (pruned like the student), baseline.gold the bi-encoder trained on gold only (SBERT).
+    A teacher that is not one cross-encoder gets "teacher" (and "members", one block each) in place of
+    "cross"; recipe rtt-ensemble's: "ensemble" (the teacher) and "submodels". Each set in
     evaluate.extra gets the same blocks under "extra": {name: ...}.
     In the predictions plot, column `cross` is the teacher's score, whichever kind it is.
     """
@@ -81,14 +97,17 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
         "bi": DSE.load(bi) if (bi / HEAD_DIR).is_dir() else BiEncoder.load(str(bi), params.student.max_length),
         "cross": _teacher(params, cross, teacher),
         "gold": BiEncoder.load(str(gold), params.student.max_length),
-        "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code),
+        "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code,
+                                params.student.layers),
     }
-    ens = models["cross"] if isinstance(models["cross"], Ensemble) else None
-    if ens:  # each sub-model scored on its own too
-        models.update({f"sub/{n}": m for n, m in zip(ens.names, ens.members)})
-    result, preds = _blocks(models, splits, train, datasets.task_of(params.data, train), ep, ens)
+    t = models["cross"]
+    if isinstance(t, Ensemble):  # each sub-model scored on its own too
+        models.update({f"sub/{n}": m for n, m in zip(t.names, t.members)})
+    if isinstance(t, Teacher) and len(t.members) > 1:  # each member, on the gold scale, too
+        models.update({f"member/{m.name}": m for m in t.members})
+    result, preds = _blocks(models, splits, train, datasets.task_of(params.data, train), ep)
     if extra:
-        result["extra"] = {name: _blocks(models, x_splits, x_train, task, ep, ens)[0]
+        result["extra"] = {name: _blocks(models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     write_json(out, result)
     test = splits["test"]

@@ -19,18 +19,18 @@ import pandas as pd
 from pldistill import diagnostics, ensemble, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
-from pldistill.io import sha256_file, write_csv_rows, write_json
-from pldistill.models import CrossModel
+from pldistill.io import write_csv_rows, write_json
 from pldistill.runtime import run_stage, seed_all
+from pldistill.teachers import Teacher
 
 
-def label_pairs(teacher: CrossModel, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str) -> pd.DataFrame:
-    """The teacher's logit and sigmoid score for every candidate pair."""
-    logits = teacher.logits(pairs["sentence1"], pairs["sentence2"], params.label.batch_size, params.label.bf16,
-                            progress=True).astype(np.float64)
+def label_pairs(teacher: Teacher, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str) -> pd.DataFrame:
+    """The teacher's score (on the gold scale) and logit for every candidate pair."""
+    score, logit = teacher.labels(pairs["sentence1"], pairs["sentence2"], params.label.batch_size, params.label.bf16,
+                                  progress=True)
     out = pairs.copy()
-    out["logit"] = logits
-    out["score"] = 1 / (1 + np.exp(-logits))
+    out["logit"] = logit
+    out["score"] = score
     out["labeller"] = labeller
     out["cycle"] = cycle
     return out
@@ -86,9 +86,8 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
     seconds = 0.0
     dse = params.recipe == "dse"  # DSE also learns the teacher's logits on the gold pairs
     if len(cands) or dse:
-        model = CrossModel.load(str(teacher), params.teacher.max_length, params.teacher.trust_remote_code)
-        # Which teacher: its starting spec and the fine-tuned weights' hash (two teachers never share an id).
-        labeller = f"cross:{params.teacher.model}@{sha256_file(teacher / 'model.safetensors')[:12]}"
+        model = Teacher.load(teacher, params.teacher.max_length)
+        labeller = model.labeller(teacher)
         t0 = time.perf_counter()
         silver = label_pairs(model, cands, params, cycle, labeller) if len(cands) else silver
         seconds = time.perf_counter() - t0

@@ -1,5 +1,7 @@
-"""teacher: fine-tune a cross-encoder on the gold training pairs (both orders), selected on dev; under
-domain adaptation, on the source domain's gold pairs and dev.
+"""teacher: the model(s) that label pairs for the student (pldistill.teachers). By default a cross-encoder
+fine-tuned on the gold training pairs (both orders), selected on dev; `teacher.kind: bi` a bi-encoder,
+`teacher.finetune: false` a ready-made model used as given, `teacher.members` an ensemble. Each member
+is calibrated onto the gold scale on dev. Under domain adaptation, the source domain's gold pairs and dev.
 
 recipe rtt-ensemble: train the ensemble's contrastive sub-models instead (pldistill.ensemble)."""
 
@@ -8,16 +10,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pldistill import cards, ensemble, schemas
+from pldistill import cards, ensemble, schemas, teachers
 from pldistill.config import Params
 from pldistill.io import write_csv_rows, write_json, write_note_dir
 from pldistill.datasets import gold_dir
+from pldistill.metrics import correlation
 from pldistill.runtime import run_stage
-from pldistill.training import train_cross_encoder
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
-    """Train the Augmented-SBERT teacher: a cross-encoder with soft BCE on scores in [0, 1]."""
+    """Make the teacher: each member fine-tuned on the gold pairs (or taken as given), calibrated on dev."""
     if params.recipe == "trans-encoder":  # unsupervised: no cross-encoder may learn the gold scores
         return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without gold labels")
     if params.recipe == "rtt-ensemble":
@@ -25,34 +27,57 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     where = gold_dir(params, clean)  # the source domain's, under domain adaptation
     train = schemas.read(where / "train.parquet", schemas.PAIRS)
     dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
-    tp = params.teacher
-    # Both orders: a cross-encoder sees "a [SEP] b" and "b [SEP] a" as different inputs.
-    s1 = [*train["sentence1"], *train["sentence2"]]
-    s2 = [*train["sentence2"], *train["sentence1"]]
-    y = [*train["score"], *train["score"]]
-    model, res = train_cross_encoder(tp, params.evaluate, s1, s2, y, dev, params.seed, desc="teacher")
     source = params.adapt.data
-    model.save(out, cards.card("Teacher cross-encoder", "cross", tp.model, {
-        "dataset": source.name if source else params.data.name, "gold pairs (both orders)": len(s1),
-        "loss": "binary cross-entropy of sigmoid(logit) to the gold score", **cards.fit_facts(res.summary(), tp),
-        "seed": params.seed},
-        f"Fine-tuned on the source domain's gold pairs; it labels {params.data.name}'s pairs for the student."
-        if source else "Fine-tuned on the gold pairs; it labels new pairs for the student."))
-    res.write_curve(curve)
-    result = {"model": tp.model, "train_pairs": len(s1), **({"adapt": source.name} if source else {}),
-              **res.summary()}
+    dataset = source.name if source else params.data.name
+    members, reports, member_cards, curves = [], [], {}, []
+    for i, mp in enumerate(params.teacher.ensemble):
+        name = f"member-{i:02d}"
+        desc = "teacher" if not params.teacher.members else f"teacher {name}"
+        model, res, pairs = teachers.train_member(mp, params.evaluate, train, dev, params.seed + i, desc)
+        member, scores = teachers.calibrate(name, mp, model, dev, params.evaluate)
+        members.append(member)
+        fit = res.summary() if res else {}
+        reports.append({"name": name, "kind": mp.kind, "model": mp.model, "finetuned": mp.finetune,
+                        "train_pairs": pairs, **scores, **fit})
+        curves.append((name, res.curve if res else [], fit.get("steps", 0)))
+        member_cards[name] = cards.card(
+            f"Teacher {mp.kind}-encoder", mp.kind, mp.model, {
+                "dataset": dataset, "gold pairs learned": pairs or "none (used as given)",
+                **({"loss": LOSSES[mp.kind], **cards.fit_facts(fit, mp)} if res else {}),
+                "calibration to the gold scale": f"{mp.calibration} (fitted on dev)", "seed": params.seed + i},
+            f"Fine-tuned on {dataset}'s gold pairs; it labels {params.data.name}'s pairs for the student."
+            if res else f"Used as given; it labels {params.data.name}'s pairs for the student.")
+    model = teachers.Teacher(members)
+    result = {"model": params.teacher.model, "kind": params.teacher.kind, **({"adapt": source.name} if source else {}),
+              "members": reports}
+    if len(members) > 1:
+        score = model.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
+        result["ensemble_dev"] = correlation(score, dev["score"])
+    else:  # one member: its facts at the top level, as before ensembles
+        result = {**reports[0], **result, "members": reports}
+    model.save(out, member_cards, cards.teacher_card(dataset, [m.describe for m in members]))
+    _write_curves(curve, curves)
     write_json(report, result)
     return result
+
+
+LOSSES = {"cross": "binary cross-entropy of sigmoid(logit) to the gold score",
+          "bi": "MSE of the cosine to the gold score"}
+
+
+def _write_curves(curve: Path, curves: list[tuple[str, list[dict], int]]) -> None:
+    """Each member's dev curve laid end to end in one plot (column ``member`` when there are several)."""
+    rows, offset = [], 0
+    for name, c, steps in curves:
+        rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
+        offset += steps + 1  # the next member's step 0 gets an x of its own
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
 
 
 def sub_models(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """The ensemble's members; their dev curves laid end to end in one plot (column `member`)."""
     trained = ensemble.train_members(params, clean, out)
-    rows, offset = [], 0
-    for m, c in zip(trained["members"], trained["curves"]):
-        rows += [[offset + r["step"], r["epoch"], r["dev"], m["name"]] for r in c]
-        offset += m["steps"] + 1  # the next member's step 0 gets an x of its own
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman", "member"], rows)
+    _write_curves(curve, [(m["name"], c, m["steps"]) for m, c in zip(trained["members"], trained["curves"])])
     if trained["warning"]:
         print(f"warning: {trained['warning']}", file=sys.stderr)
     result = {"recipe": "rtt-ensemble", "model": params.teacher.model, "positives": params.ensemble.positives,

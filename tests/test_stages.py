@@ -77,7 +77,7 @@ def test_same_seed_gives_same_artifacts(small, tmp_path):
     for side in ("teacher", "gold", "distill"):  # both models really trained, so equal weights mean something
         assert json.loads((tmp_path / "a/metrics" / f"{side}.json").read_text())["best_step"] > 0
     for rel in ("data/raw/demo/train.parquet", "data/clean/train.parquet", "data/pairs/candidates.parquet",
-                "data/silver/silver.parquet", "data/pseudo/cycle-01.parquet", "metrics/cycles.csv", "models/teacher/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
+                "data/silver/silver.parquet", "data/pseudo/cycle-01.parquet", "metrics/cycles.csv", "models/teacher/member-00/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
                 "metrics/score-density.csv",
                 "models/cross/model.safetensors"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
@@ -326,7 +326,7 @@ def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used
     distilled = json.loads((a / "metrics/distill.json").read_text())
     assert distilled["gold_pairs"] == 0 and distilled["silver_pairs"] == len(silver) and distilled["adapt"] == "demo"
 
-    for model in ("models/gold", "models/teacher", "models/bi"):
+    for model in ("models/gold", "models/teacher/member-00", "models/bi"):
         fa, fb = (p / model / "model.safetensors" for p in (a, b))
         assert fa.read_bytes() == fb.read_bytes(), model
     # Evaluation does read the target's labels: the two runs differ there only.

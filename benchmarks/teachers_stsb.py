@@ -1,0 +1,164 @@
+"""Teachers that lead their students, on STS Benchmark: the quality table of the README (issue 13).
+
+Runs the pipeline's own stage functions, sharing what rows have in common (the data, each teacher, each
+labelling), and keeps every trained model in OUT/<step>/ so a row can be inspected or reused. A step whose
+report exists is skipped, so a killed run resumes. Prints a Markdown table and writes OUT/results.json.
+
+    python benchmarks/teachers_stsb.py --stsb ../shared/data/Stsbenchmark.tar.gz --out /tmp/teachers-stsb
+    python benchmarks/teachers_stsb.py --stsb ... --rows mpnet-bi,aug-mpnet-bi   # a subset
+
+The settings below are the whole experiment; everything else is params.yaml's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from pldistill import schemas
+from pldistill.config import parse_params
+from pldistill.teachers import Teacher
+from pldistill.training import split_scores
+from stages.augment import augment
+from stages.distill import distill
+from stages.download import download
+from stages.evaluate import evaluate
+from stages.gold import gold
+from stages.label import label
+from stages.sample import sample
+from stages.teacher import teacher
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_TRAIN = 1000  # gold training pairs (CPU-feasible); None: all 5,749
+SEED = 42
+MPNET = "bundled:all-mpnet-base-v2"
+MINILM = "bundled:all-MiniLM-L6-v2"
+PRUNED = [0, 2, 4]  # a 3-layer MiniLM student
+# Teachers: each a `teacher` params section (the rest from params.yaml).
+TEACHERS = {
+    "minilm-cross": {"model": MINILM, "kind": "cross", "epochs": 2},
+    "mpnet-cross": {"model": MPNET, "kind": "cross", "epochs": 2, "evals_per_epoch": 1, "bf16": "auto"},
+    "mpnet-bi": {"model": MPNET, "kind": "bi", "epochs": 1},
+    "mpnet-bi-given": {"model": MPNET, "kind": "bi", "finetune": False},
+    "ensemble": {"model": MPNET, "kind": "bi", "epochs": 1, "members": [{"model": MINILM, "kind": "bi"}]},
+}
+# Rows: (teacher or None, sample.strategy, recipe, student section overrides).
+ROWS = {
+    "gold-only": (None, "none", "augsbert", {}),
+    "aug-minilm-cross": ("minilm-cross", "bm25", "augsbert", {}),
+    "aug-mpnet-bi": ("mpnet-bi", "bm25", "augsbert", {}),
+    "aug-mpnet-bi-given": ("mpnet-bi-given", "bm25", "augsbert", {}),
+    "aug-ensemble": ("ensemble", "bm25", "augsbert", {}),
+    "dse-mpnet-bi": ("mpnet-bi", "none", "dse", {}),
+    "dse-gold": ("mpnet-bi", "none", "dse-gold", {}),  # alpha 0: the same DSE student on gold alone
+    "pruned-gold-only": (None, "none", "augsbert", {"layers": PRUNED}),
+    "pruned-aug-mpnet-bi": ("mpnet-bi", "bm25", "augsbert", {"layers": PRUNED}),
+    "mpnet-cross": ("mpnet-cross", "none", "teacher-only", {}),
+}
+
+
+def params_for(stsb: str, teacher_key: str | None, strategy: str, recipe: str, student: dict):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["seed"] = SEED
+    raw["data"].update({"dataset": "stsb", "source": stsb, "max_train": MAX_TRAIN})
+    raw["sample"]["strategy"] = strategy
+    raw["recipe"] = "dse" if recipe.startswith("dse") else "augsbert"
+    if recipe == "dse-gold":
+        raw["dse"]["alpha"] = 0.0
+    if teacher_key:
+        raw["teacher"].update(TEACHERS[teacher_key])
+    raw["student"].update(student)
+    return parse_params(raw)
+
+
+def timed(report: Path, fn, *args) -> float:
+    """Run a stage function unless its report exists (resume); the seconds it took (0: reused)."""
+    if report.is_file():
+        return 0.0
+    t0 = time.perf_counter()
+    fn(*args)
+    return round(time.perf_counter() - t0, 1)
+
+
+def run_row(name: str, stsb: str, out: Path) -> dict:
+    tkey, strategy, recipe, student = ROWS[name]
+    p = params_for(stsb, tkey, strategy, recipe, student)
+    base, clean = out / "base", out / "base/data/clean"
+    seconds = {"download": timed(base / "download.json", download, p, base / "data/raw", base / "download.json")}
+    seconds["augment"] = timed(base / "augment.json", augment, p, base / "data/raw", clean, base / "augment.json")
+    skey = "pruned" if student.get("layers") else "full"
+    g = out / f"gold-{skey}"
+    seconds["gold"] = timed(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "gold-dev.csv")
+    pairs = out / f"pairs-{strategy}"
+    seconds["sample"] = timed(pairs / "sample.json", sample, p, clean, out / "gold-full/model", pairs / "data",
+                              pairs / "sample.json")
+    if tkey is None:  # the gold-only student is stage gold's model
+        rdir = out / "rows" / name
+        rdir.mkdir(parents=True, exist_ok=True)
+        ep = p.evaluate
+        from pldistill.models import BiEncoder
+        model = BiEncoder.load(str(g / "model"), p.student.max_length)
+        scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+        return {"row": name, "student": split_scores(model, scored, ep), "seconds": seconds,
+                "start": split_scores(BiEncoder.load(p.student.model, p.student.max_length, layers=p.student.layers),
+                                      scored, ep)}
+    t = out / f"teacher-{tkey}"
+    seconds["teacher"] = timed(t / "teacher.json", teacher, p, clean, t / "model", t / "teacher.json", t / "dev.csv")
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    tscore_file = t / "scores.json"
+    if not tscore_file.is_file():
+        tscore_file.write_text(json.dumps(split_scores(Teacher.load(t / "model", p.teacher.max_length), scored,
+                                                       p.evaluate)))
+    tscores = json.loads(tscore_file.read_text())
+    if recipe == "teacher-only":
+        return {"row": name, "teacher": tscores, "seconds": seconds,
+                "teacher_report": json.loads((t / "teacher.json").read_text())}
+    lkey = f"silver-{tkey}-{strategy}{'-dse' if recipe.startswith('dse') else ''}"
+    s = out / lkey
+    seconds["label"] = timed(s / "label.json", label, p, clean, pairs / "data", t / "model", s / "data",
+                             s / "label.json", s / "density.csv")
+    r = out / "rows" / name
+    seconds["distill"] = timed(r / "distill.json", distill, p, clean, pairs / "data", s / "data", t / "model",
+                               r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "student-dev.csv",
+                               r / "cycles.csv")
+    seconds["evaluate"] = timed(r / "eval.json", evaluate, p, clean, r / "bi", r / "cross", t / "model",
+                                g / "model", r / "eval.json", r / "pred.csv")
+    ev = json.loads((r / "eval.json").read_text())
+    result = {"row": name, "student": ev["bi"], "teacher": tscores, "gold_only": ev["baseline"]["gold"],
+              "start": ev["baseline"]["start"], "seconds": seconds,
+              "label": {k: v for k, v in json.loads((s / "label.json").read_text()).items() if k != "histogram"},
+              "distill": json.loads((r / "distill.json").read_text())}
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stsb", required=True, help="the official STS Benchmark archive (Stsbenchmark.tar.gz)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/teachers-stsb"), help="where every model and report goes")
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
+    args = ap.parse_args()
+    from pldistill.models import native_bf16
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    print(f"cpu flags: avx512f={'avx512f' in flags} avx512_bf16={'avx512_bf16' in flags} "
+          f"amx_bf16={'amx_bf16' in flags} -> native bf16: {native_bf16()}")
+    results_file = args.out / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    for name in args.rows.split(","):
+        t0 = time.perf_counter()
+        results[name] = run_row(name, args.stsb, args.out)
+        results[name]["wall_seconds"] = round(time.perf_counter() - t0, 1)
+        results_file.parent.mkdir(parents=True, exist_ok=True)
+        results_file.write_text(json.dumps(results, indent=2))
+        print(json.dumps({name: {k: results[name].get(k) for k in ("student", "teacher", "wall_seconds")}}))
+    print("\n| row | student test (dev) | teacher test (dev) |\n|---|---|---|")
+    for name, r in results.items():
+        cell = (lambda b: f"{b['test']['spearman']:.2f} ({b['dev']['spearman']:.2f})" if b else "")
+        print(f"| {name} | {cell(r.get('student'))} | {cell(r.get('teacher'))} |")
+
+
+if __name__ == "__main__":
+    main()

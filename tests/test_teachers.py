@@ -1,0 +1,134 @@
+"""Teachers beyond the fine-tuned cross-encoder (bi-encoder, used as given, ensembles), their calibration
+onto the gold scale, and layer-pruned students."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+from sentence_transformers import SentenceTransformer
+
+from pldistill import schemas
+from pldistill.config import ConfigError, parse_params
+from pldistill.models import BiEncoder, ModelError
+from pldistill.teachers import LOGIT_EPS, Calibration, Teacher, logit
+from tests.test_stages import run_chain
+
+
+def with_teacher(params, **teacher):
+    raw = params.model_dump(mode="json")
+    raw["teacher"].update(teacher)
+    raw["data"]["max_train"] = 60
+    return parse_params(raw)
+
+
+def test_linear_calibration_recovers_the_map_and_clips():
+    raw = np.linspace(-0.2, 0.9, 50)
+    cal = Calibration.fit("linear", raw, 0.8 * raw + 0.15)
+    assert cal.x == pytest.approx((0.8, 0.15))
+    assert cal(np.array([0.5])) == pytest.approx([0.55])
+    assert cal(np.array([-5.0, 5.0])).tolist() == [0.0, 1.0]
+
+
+def test_isotonic_calibration_is_monotone_and_matches_sklearn():
+    from sklearn.isotonic import IsotonicRegression
+
+    rng = np.random.default_rng(0)
+    raw = rng.uniform(0, 1, 200)
+    gold = np.clip(raw ** 2 + rng.normal(0, 0.05, 200), 0, 1)
+    cal = Calibration.fit("isotonic", raw, gold)
+    probe = np.linspace(-0.5, 1.5, 101)
+    out = cal(probe)
+    assert np.all(np.diff(out) >= 0) and out.min() >= 0 and out.max() <= 1
+    expected = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(raw, gold).predict(probe)
+    assert out == pytest.approx(expected)
+    assert Calibration.fit("none", raw, gold)(np.array([-0.3, 0.4, 1.2])).tolist() == [0.0, 0.4, 1.0]
+
+
+def test_logit_of_a_calibrated_score_is_bounded():
+    assert logit(np.array([0.0, 0.5, 1.0])) == pytest.approx([np.log(LOGIT_EPS / (1 - LOGIT_EPS)), 0.0,
+                                                               np.log((1 - LOGIT_EPS) / LOGIT_EPS)])
+
+
+def test_members_inherit_the_teacher_section_and_other_recipes_refuse_them(tiny_params):
+    raw = tiny_params.model_dump(mode="json")
+    raw["teacher"].update({"epochs": 3, "members": [{"kind": "bi", "finetune": False}]})
+    tp = parse_params(raw).teacher
+    first, second = tp.ensemble
+    assert (first.kind, first.epochs, first.calibration) == ("cross", 3, "none")
+    assert (second.kind, second.epochs, second.model, second.calibration) == ("bi", 3, tp.model, "linear")
+    with pytest.raises(ConfigError, match="recipe trans-encoder uses teacher.model only as a starting point"):
+        parse_params({**raw, "recipe": "trans-encoder"})
+    with pytest.raises(ConfigError, match="teacher.members.0.kind: expected one of cross, bi; found 'tri'"):
+        parse_params({**raw, "teacher": {**raw["teacher"], "members": [{"kind": "tri"}]}})
+    with pytest.raises(ConfigError, match="student.layers: expected distinct layer indices"):
+        parse_params({**raw, "student": {**raw["student"], "layers": [1, 1]}})
+
+
+def test_bi_teacher_labels_on_the_gold_scale_and_models_cross_says_why_it_is_empty(tiny_params, tmp_path):
+    params = with_teacher(tiny_params, kind="bi", calibrate="linear")
+    result = run_chain(params, tmp_path)
+    assert "teacher" in result and "cross" not in result and "members" not in result
+    report = json.loads((tmp_path / "metrics/teacher.json").read_text())
+    assert report["kind"] == "bi" and report["train_pairs"] == 60  # a bi-encoder learns each pair once
+    assert report["calibration"]["method"] == "linear" and report["best_step"] > 0
+    silver = schemas.read(tmp_path / "data/silver/silver.parquet", schemas.PSEUDO)
+    assert silver["labeller"].str.startswith("bi:").all()
+    assert silver["score"].between(0, 1).all() and silver["logit"].to_numpy() == pytest.approx(logit(silver["score"]))
+    teacher = Teacher.load(tmp_path / "models/teacher")
+    a, b = list(silver["sentence1"][:5]), list(silver["sentence2"][:5])
+    m = teacher.members[0]
+    assert teacher.score(a, b, bf16=False) == pytest.approx(m.calibration(m.model.score(a, b, bf16=False)), abs=1e-6)
+    assert "not one cross-encoder" in (tmp_path / "models/cross/SKIPPED.txt").read_text()
+    SentenceTransformer(str(tmp_path / "models/teacher/member-00"), device="cpu").encode(["loads on its own"])
+
+
+def test_ensemble_of_a_given_bi_encoder_and_a_trained_cross_encoder(tiny_params, tmp_path, tiny_model_dir):
+    params = with_teacher(tiny_params, members=[{"kind": "bi", "finetune": False}])
+    result = run_chain(params, tmp_path)
+    assert set(result["members"]) == {"member-00", "member-01"} and "teacher" in result
+    report = json.loads((tmp_path / "metrics/teacher.json").read_text())
+    cross, given = report["members"]
+    assert cross["kind"] == "cross" and cross["train_pairs"] == 120 and cross["calibration"]["method"] == "none"
+    assert given["finetuned"] is False and given["train_pairs"] == 0 and given["calibration"]["method"] == "linear"
+    assert "ensemble_dev" in report and all("spearman" in m["dev"] for m in report["members"])
+    # used as given: the member's weights are its start's, untouched
+    start = load_file(tiny_model_dir / "model.safetensors")
+    saved = load_file(tmp_path / "models/teacher/member-01/model.safetensors")
+    key = next(k for k in saved if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    assert np.array_equal(saved[key].numpy(), start[next(k for k in start if k.endswith(key.split("auto_model.")[-1]))].numpy())
+    teacher = Teacher.load(tmp_path / "models/teacher")
+    pairs = (["a cat story"], ["a dog story"])
+    mean = np.mean([m.score(*pairs, bf16=False) for m in teacher.members], axis=0)
+    assert teacher.score(*pairs, bf16=False) == pytest.approx(mean)
+    silver = schemas.read(tmp_path / "data/silver/silver.parquet", schemas.PSEUDO)
+    assert silver["labeller"].str.count(r"\+").eq(1).all()  # both members named
+
+
+def test_pruned_model_keeps_the_chosen_layers_and_loads_with_plain_st(tiny_model_dir, tmp_path):
+    full = BiEncoder.load(str(tiny_model_dir))
+    pruned = BiEncoder.load(str(tiny_model_dir), layers=[1])
+    hf_full, hf_pruned = full.model[0].auto_model, pruned.model[0].auto_model
+    assert hf_pruned.config.num_hidden_layers == 1 and len(hf_pruned.encoder.layer) == 1
+    assert hf_pruned.encoder.layer[0] is not None
+    for (name, p), q in zip(hf_pruned.encoder.layer[0].named_parameters(), hf_full.encoder.layer[1].parameters()):
+        assert np.array_equal(p.detach().numpy(), q.detach().numpy()), name
+    pruned.save(tmp_path / "pruned")
+    again = SentenceTransformer(str(tmp_path / "pruned"), device="cpu")
+    assert again[0].auto_model.config.num_hidden_layers == 1
+    texts = ["a cat sits", "rain tomorrow"]
+    assert again.encode(texts, normalize_embeddings=True) == pytest.approx(pruned.encode(texts, bf16=False), abs=1e-5)
+    with pytest.raises(ModelError, match="has 2 layers .* names \\[2\\]"):
+        BiEncoder.load(str(tiny_model_dir), layers=[0, 2])
+
+
+def test_pruned_student_chain_reports_its_encode_speed(tiny_params, tmp_path):
+    raw = tiny_params.model_dump(mode="json")
+    raw["data"]["max_train"] = 60
+    raw["student"]["layers"] = [0]
+    result = run_chain(parse_params(raw), tmp_path)
+    report = json.loads((tmp_path / "metrics/distill.json").read_text())["pruned"]
+    assert report["layers"] == [0] and report["full_layers"] == 2 and report["speedup"] > 0
+    for model in ("models/bi", "models/gold"):  # the student and its own gold-only baseline are both pruned
+        assert json.loads((tmp_path / model / "config.json").read_text())["num_hidden_layers"] == 1
+    assert "start" in result["baseline"]
