@@ -12,7 +12,7 @@ from typing import Literal
 
 import yaml
 from pldistill.bundled import BUNDLED
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 NAMED_DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
@@ -41,6 +41,15 @@ def _one_of(value: str, allowed: tuple[str, ...]) -> str:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, v: object, info: ValidationInfo) -> object:
+        # pydantic's lax mode reads true as 1 and false as 0; for a number key that is a typo, not a value
+        number = (int, float, int | None, float | None)
+        if isinstance(v, bool) and info.field_name and cls.model_fields[info.field_name].annotation in number:
+            raise ValueError(f"expected a number; found {v}")
+        return v
 
 
 class SplitParams(_Section):

@@ -14,9 +14,10 @@ import tarfile
 import zipfile
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,9 @@ QQP_URL = "http://qim.fs.quoracdn.net/quora_duplicate_questions.tsv"
 QQP_SHA256 = "b3350dbb1d98db1f5abca85d736ba514bf4da253fae53939303d79fe921ec7c8"
 TASK_OF = {"stsb": "regression", "sickr": "regression", "mrpc": "classification", "qqp": "classification"}
 _SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
+# A sentence longer than this is dropped and counted as too_long: no model reads past a few hundred
+# tokens, and a cell this long is usually a parsing accident (text pasted whole, a quote left open).
+MAX_CHARS = 10_000
 
 
 class DataError(ValueError):
@@ -67,13 +71,14 @@ class Loaded:
 
 def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Counter,
                 keep: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Keep rows with two non-empty sentences and a finite score in [lo, hi]; scale scores to [0, 1].
-    Columns named in ``keep`` ride along unchanged."""
+    """Keep rows with two non-empty sentences of at most MAX_CHARS and a finite score in [lo, hi]; scale
+    scores to [0, 1]. Columns named in ``keep`` ride along unchanged."""
     s1 = df["sentence1"].astype("string").str.strip()
     s2 = df["sentence2"].astype("string").str.strip()
     score = pd.to_numeric(df["score"], errors="coerce")
     reasons = {
         "missing_sentence": s1.isna() | s2.isna() | (s1 == "") | (s2 == ""),
+        "too_long": (s1.str.len() > MAX_CHARS) | (s2.str.len() > MAX_CHARS),
         "score_not_a_number": score.isna() | ~np.isfinite(score.fillna(0)),
         "score_out_of_range": (score < lo) | (score > hi),
     }
@@ -90,11 +95,32 @@ def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Cou
     return out.reset_index(drop=True)
 
 
+def _decode(data: bytes, where: str | Path) -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or a DataError naming the first line that is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        for lineno, line in enumerate(data.splitlines(), start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"{where}: line {lineno} is not UTF-8 (byte 0x{line[err.start]:02x} at column "
+                                f"{err.start + 1}); save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        raise DataError(f"{where}: not UTF-8; save the file as UTF-8") from None
+
+
+def _read_text(path: Path) -> str:
+    return _decode(path.read_bytes(), path)
+
+
 # --------------------------------------------------------------------------- STS Benchmark
 def _fetch(url: str, sha256: str) -> Path:
     """Download ``url`` once into data/downloads/, checking its sha256."""
     dest = DOWNLOAD_DIR / url.rsplit("/", 1)[-1].split("?", 1)[0]
-    if not dest.is_file() or sha256_file(dest) != sha256:
+    cached = dest.is_file()
+    if not cached or sha256_file(dest) != sha256:
+        # A cached copy that fails the check (tampered, half-written by hand) is never read.
+        stale = f"; the copy in {dest} does not match the pinned sha256 either, so it was not used" if cached else ""
         print(f"downloading {url} -> {dest}")
         try:
             with urllib.request.urlopen(url, timeout=60) as resp, atomic_path(dest) as tmp, tmp.open("wb") as out:
@@ -105,10 +131,11 @@ def _fetch(url: str, sha256: str) -> Path:
                         bar.update(len(block))
             if (got := sha256_file(dest)) != sha256:
                 dest.unlink()
-                raise DataError(f"{url}: downloaded file has sha256 {got}, expected the pinned {sha256}")
+                raise DataError(f"{url}: downloaded file has sha256 {got}, expected the pinned {sha256}; it was "
+                                f"not kept. Try again later, or point data.source at a copy you trust")
         except OSError as err:
             raise DataError(
-                f"could not download {url}: {err}. Offline? Point data.source at a local copy "
+                f"could not download {url}: {err}{stale}. Offline? Point data.source at a local copy "
                 f"(e.g. -S data.source=../shared/data/Stsbenchmark.tar.gz)"
             ) from None
     return dest
@@ -190,9 +217,9 @@ def load_sickr(params: DataParams) -> Loaded:
             names = [n for n in z.namelist() if Path(n).name == "SICK.txt"]
             if not names:
                 raise DataError(f"{path}: zip has no SICK.txt (found {z.namelist()[:5]})")
-            text = z.read(names[0]).decode("utf-8")
+            text = _decode(z.read(names[0]), f"{path}:{names[0]}")
     else:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     dropped: Counter = Counter()
     splits = parse_sick(text, "SICK.txt", dropped)
     return Loaded(splits, dropped, str(path), _note_digest(path, SICK_SHA256))
@@ -220,10 +247,10 @@ def load_mrpc(params: DataParams) -> Loaded:
         paths[key] = _find(source, name, "the MRPC files msr_paraphrase_{train,test}.txt and GLUE's "
                            "mrpc_dev_ids.tsv") if source else _fetch(url, sha)
     dropped: Counter = Counter()
-    train = parse_mrpc(paths["train"].read_text(encoding="utf-8-sig"), paths["train"].name, dropped)
-    test = parse_mrpc(paths["test"].read_text(encoding="utf-8-sig"), paths["test"].name, dropped)
+    train = parse_mrpc(_read_text(paths["train"]), paths["train"].name, dropped)
+    test = parse_mrpc(_read_text(paths["test"]), paths["test"].name, dropped)
     dev_ids = {"\t".join(p.strip() for p in line.split("\t")[:2])
-               for line in paths["dev_ids"].read_text(encoding="utf-8").splitlines() if line.strip()}
+               for line in _read_text(paths["dev_ids"]).splitlines() if line.strip()}
     in_dev = train["ids"].isin(dev_ids)
     splits = {"train": train[~in_dev], "dev": train[in_dev], "test": test}
     splits = {s: df.drop(columns="ids").reset_index(drop=True) for s, df in splits.items()}
@@ -237,7 +264,7 @@ def parse_qqp(path: Path, dropped: Counter) -> pd.DataFrame:
     quoted and hold newlines or tabs, which become spaces."""
     try:
         df, bad = read_delimited(path, "\t", csv.QUOTE_MINIMAL)
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+    except OSError as err:
         raise DataError(f"{path}: could not read as Quora's tsv ({err})") from None
     need = ["question1", "question2", "is_duplicate"]
     if any(c not in df.columns for c in need):
@@ -268,19 +295,26 @@ def _stsb_texts(source: Path) -> dict[str, str]:
             hits = sorted(source.rglob(name))
             if not hits:
                 raise DataError(f"{source}: no {name} inside (expected the unpacked stsbenchmark/ folder)")
-            found[split] = hits[0].read_text(encoding="utf-8")
+            found[split] = _read_text(hits[0])
         return found
-    try:
+    try:  # members are read into memory, never extracted to disk
         with tarfile.open(source, "r:*") as tar:
-            members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+            members = tar.getmembers()
+            unsafe = [m.name for m in members if m.name.startswith("/") or ".." in PurePosixPath(m.name).parts]
+            if unsafe:
+                raise DataError(f"{source}: archive member {unsafe[0]!r} points outside the archive's folder (an "
+                                f"absolute path or '..'); refusing the archive. Use the official one, whose members "
+                                f"are stsbenchmark/sts-{{train,dev,test}}.csv")
+            files = {PurePosixPath(m.name).name: m for m in members if m.isfile()}
             out = {}
             for split, name in names.items():
-                if name not in members:
-                    raise DataError(f"{source}: archive has no {name} (found {sorted(members)})")
-                out[split] = tar.extractfile(members[name]).read().decode("utf-8")
+                if name not in files:
+                    raise DataError(f"{source}: archive has no {name} (found {sorted(files)})")
+                out[split] = _decode(tar.extractfile(files[name]).read(), f"{source}:{files[name].name}")
             return out
-    except tarfile.TarError as err:
-        raise DataError(f"{source}: not a readable tar archive ({err})") from None
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:  # truncated or corrupt
+        raise DataError(f"{source}: not a readable tar archive ({err}); it may be truncated or corrupt: fetch it "
+                        f"again, or point data.source at the unpacked folder") from None
 
 
 def parse_stsb(text: str, where: str, dropped: Counter) -> pd.DataFrame:
@@ -307,46 +341,78 @@ def load_stsb(params: DataParams) -> Loaded:
 
 # --------------------------------------------------------------------------- tables by path
 def read_delimited(path: Path, sep: str, quoting: int) -> tuple[pd.DataFrame, int]:
-    """A delimited text file as strings, and how many lines had the wrong number of fields (skipped)."""
-    bad = 0
+    """A delimited UTF-8 text file (header on its first line) as strings, and how many records were skipped
+    because they had the wrong number of fields or did not parse (for the caller to count).
 
-    def skip(_fields: list[str]) -> None:
-        nonlocal bad
-        bad += 1
-
-    df = pd.read_csv(path, sep=sep, quoting=quoting, dtype=str, keep_default_na=False, engine="python",
-                     on_bad_lines=skip)
-    return df, bad
+    The csv module, not pandas: pandas' python engine skips the records the csv module rejects (a field
+    over its size limit, a quote open until the end of the file) without reporting them.
+    """
+    reader = csv.reader(io.StringIO(_read_text(path), newline=""), delimiter=sep, quoting=quoting, strict=True)
+    header: list[str] = []
+    rows, bad = [], 0
+    limit = csv.field_size_limit(2**31 - 1)  # read long fields whole; MAX_CHARS drops them, counted
+    try:
+        while True:
+            first = reader.line_num + 1  # the line this record starts on
+            try:
+                fields = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as err:
+                if "end of data" in str(err):  # every line after the quote would be one field
+                    raise DataError(f"{path}: the record starting on line {first} opens a quote that is never "
+                                    f"closed; close it (a quote inside a quoted field is written twice: \"\")") from None
+                bad += 1
+                continue
+            if not fields:  # a blank line
+                continue
+            if not header:
+                header = fields
+            elif len(fields) == len(header):
+                rows.append(fields)
+            else:
+                bad += 1
+    finally:
+        csv.field_size_limit(limit)
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"{path}: the header names {twice} more than once; expected each column once")
+    return pd.DataFrame(rows, columns=header, dtype=str), bad
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, int]:
     """The table and how many of its lines could not be parsed (skipped, to be counted by the caller)."""
     suffix = path.suffix.lower()
-    bad = 0
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; expected one table file (.csv, .tsv, .jsonl or .parquet)")
+    if path.is_file() and path.stat().st_size == 0:
+        raise DataError(f"{path}: empty file (0 bytes); expected a table of sentence pairs")
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path), 0
         if suffix == ".jsonl":
-            records = []
-            with path.open(encoding="utf-8") as f:
-                for line in f:
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError:
-                        rec = None
-                    if isinstance(rec, dict):
-                        records.append(rec)
-                    else:
-                        bad += 1
+            records, bad = [], 0
+            for line in _read_text(path).split("\n"):  # not splitlines: JSON strings may hold U+2028
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    rec = None
+                if isinstance(rec, dict):
+                    records.append(rec)
+                else:
+                    bad += 1
             return pd.DataFrame.from_records(records), bad
         # QUOTE_NONE for tsv: sentences contain stray quotes that must not open a quoted field.
         if suffix == ".tsv":
             return read_delimited(path, "\t", csv.QUOTE_NONE)
         return read_delimited(path, ",", csv.QUOTE_MINIMAL)
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise DataError(f"{path}: could not read as {suffix[1:]} ({err})") from None
+    except DataError:
+        raise
+    except (ValueError, OSError) as err:  # pyarrow's errors are ValueErrors (ArrowInvalid) or OSErrors
+        raise DataError(f"{path}: could not read as {suffix[1:]} ({err}); check it is a complete {suffix[1:]} "
+                        f"file, or save the table again") from None
 
 
 def _split_randomly(df: pd.DataFrame, params: DataParams, rng: np.random.Generator) -> dict[str, pd.DataFrame]:
@@ -358,9 +424,12 @@ def _split_randomly(df: pd.DataFrame, params: DataParams, rng: np.random.Generat
 
 
 def load_table(path: Path, params: DataParams, rng: np.random.Generator, score_range: tuple[float, float] | None) -> Loaded:
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: file not found")
     df, unparseable = read_table(path)
+    if df.empty:
+        raise DataError(f"{path}: no rows to read (columns {list(df.columns)}; {unparseable} line(s) that did not "
+                        f"parse); expected a header line and one row per sentence pair")
     mapping = {"sentence1": "sentence1", "sentence2": "sentence2", "score": "score", "split": "split"}
     mapping.update(params.columns)
     need = [mapping[c] for c in ("sentence1", "sentence2", "score")]
@@ -373,9 +442,11 @@ def load_table(path: Path, params: DataParams, rng: np.random.Generator, score_r
     # A column of yours that has one of our names but is not the one mapped to it is set aside.
     shadowed = [c for c in rename.values() if c in df.columns and c not in rename]
     df = df.drop(columns=shadowed).rename(columns=rename)
-    scores = pd.to_numeric(df["score"], errors="coerce").dropna()
+    scores = pd.to_numeric(df["score"], errors="coerce")
+    scores = scores[np.isfinite(scores)]  # NaN and inf rows are dropped below, counted as score_not_a_number
     if scores.empty:
-        raise DataError(f"{path}: column {mapping['score']!r} has no numeric values")
+        raise DataError(f"{path}: column {mapping['score']!r} has no numeric values (found e.g. "
+                        f"{df['score'].head(3).tolist()}); expected numbers such as 0.5 or 3.8")
     if score_range is None:
         if scores.min() < 0 or scores.max() > 1:
             raise DataError(
@@ -423,7 +494,12 @@ def load(params: DataParams, rng: np.random.Generator | int) -> Loaded:
         loaded = load_table(Path(params.dataset), params, rng, params.score_range)
     for split, df in loaded.splits.items():
         if df.empty:
-            raise DataError(f"{loaded.source}: no valid rows left in split {split!r} (dropped: {dict(loaded.dropped)})")
+            sizes = {s: len(d) for s, d in loaded.splits.items()}
+            raise DataError(
+                f"{loaded.source}: no valid rows left in split {split!r} (rows per split: {sizes}; dropped: "
+                f"{dict(loaded.dropped) or 'none'}); expected at least one pair in each of train, dev and test: "
+                f"add rows, or fix the ones dropped"
+            )
     return loaded
 
 

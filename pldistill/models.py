@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from huggingface_hub import is_offline_mode
+from huggingface_hub.errors import HFValidationError
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
@@ -37,11 +39,29 @@ def resolve(spec: str) -> str:
         if not path.is_dir():
             raise ModelError(f"{spec}: a model must be a directory (config + safetensors), found a file")
         if not any(path.rglob("*.safetensors")):
-            raise ModelError(f"{spec}: no *.safetensors weights; pickled .bin weights are not loaded")
+            found = sorted(p.name for p in path.iterdir())[:8]
+            raise ModelError(f"{spec}: no *.safetensors weights (found {found}); pickled .bin weights are not "
+                             f"loaded. Save the model with safe_serialization=True, or use bundled:<name>")
         return str(path)
     if spec.count("/") > 1 or spec.startswith((".", "/")):
         raise ModelError(f"{spec}: no such directory (and not a hub id like org/name)")
     return spec  # a hub id, fetched by transformers when the network allows
+
+
+@contextlib.contextmanager
+def _hub_errors(spec: str, resolved: str) -> Iterator[None]:
+    """A hub id that cannot be fetched (offline and not cached, unknown, unreachable) becomes a ModelError
+    saying what to use instead; a bundled model's or a local directory's errors pass unchanged."""
+    try:
+        yield
+    except (OSError, HFValidationError) as err:
+        if resolved != spec or Path(spec).exists():
+            raise
+        how = "offline (HF_HUB_OFFLINE is set) and it is not in the local cache" if is_offline_mode() else "from the hub"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelError(f"{spec}: could not load this hub id {how} ({first}); use a local directory with "
+                         f"config and *.safetensors weights, or bundled:<name> ({', '.join(bundled.BUNDLED)}), "
+                         f"or download it once while online") from None
 
 
 def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) -> None:
@@ -147,10 +167,11 @@ class BiEncoder:
     def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
              layers: Sequence[int] | None = None) -> BiEncoder:
         """``layers``: keep only these transformer layers (a pruned student)."""
-        model = SentenceTransformer(
-            resolve(spec), device=device(), trust_remote_code=trust_remote_code,
-            model_kwargs={"use_safetensors": True},
-        )
+        path = resolve(spec)
+        with _hub_errors(spec, path):
+            model = SentenceTransformer(
+                path, device=device(), trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
+            )
         model.max_seq_length = max_length
         if layers is not None:
             prune_layers(model[0].auto_model, layers, spec)
@@ -206,10 +227,12 @@ class CrossModel:
     @classmethod
     def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
              layers: Sequence[int] | None = None) -> CrossModel:
-        model = CrossEncoder(
-            resolve(spec), num_labels=1, max_length=max_length, device=device(),
-            trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
-        )
+        path = resolve(spec)
+        with _hub_errors(spec, path):
+            model = CrossEncoder(
+                path, num_labels=1, max_length=max_length, device=device(),
+                trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
+            )
         if layers is not None:
             prune_layers(model.model, layers, spec)
         return cls(model, spec)

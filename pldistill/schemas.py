@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from pldistill.io import write_parquet
 
@@ -81,16 +82,34 @@ class SchemaError(ValueError):
     """An artifact does not match the schema the next stage expects."""
 
 
+def _rerun(path: Path) -> str:
+    """What to do about a bad artifact: force the dvc.yaml stage whose output holds ``path`` to run again."""
+    try:  # dvc.yaml is where the paths are written; read it only on this error path
+        stages = yaml.safe_load(Path("dvc.yaml").read_text())["stages"]
+        rel = path.resolve().relative_to(Path.cwd().resolve())
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        stages, rel = {}, path
+    for name, stage in stages.items():
+        for out in stage.get("outs", []):
+            target = Path(next(iter(out)) if isinstance(out, dict) else out)  # "- path:" with options, or "- path"
+            if rel == target or target in rel.parents:
+                return f"rerun the stage that writes it: dvc repro -f -s {name}"
+    return "rerun the stage that writes it: dvc repro -f -s <stage> (dvc.yaml lists it among the stage's outs)"
+
+
 def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
     """Read a Parquet artifact, check it against ``schema`` and return its columns in schema order."""
     path = Path(path)
     if not path.is_file():
         raise SchemaError(f"{path}: file not found; run the stage that writes it (`dvc repro`)")
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:  # random bytes, a truncated file
+        raise SchemaError(f"{path}: not a readable Parquet file ({err}); {_rerun(path)}") from None
     missing = [f.name for f in schema if f.name not in table.column_names]
     if missing:
         raise SchemaError(
-            f"{path}: expected columns {schema.names}; missing {missing} (found {table.column_names})"
+            f"{path}: expected columns {schema.names}; missing {missing} (found {table.column_names}); {_rerun(path)}"
         )
     for field in schema:
         col = table.column(field.name)
@@ -99,11 +118,11 @@ def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
                 col = col.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 raise SchemaError(
-                    f"{path}: column {field.name!r} should be {field.type}, found {col.type}"
+                    f"{path}: column {field.name!r} should be {field.type}, found {col.type}; {_rerun(path)}"
                 ) from None
             table = table.set_column(table.column_names.index(field.name), field.name, col)
         if not field.nullable and col.null_count:
-            raise SchemaError(f"{path}: column {field.name!r} has {col.null_count} null value(s)")
+            raise SchemaError(f"{path}: column {field.name!r} has {col.null_count} null value(s); {_rerun(path)}")
     return table.select(schema.names).to_pandas()
 
 
