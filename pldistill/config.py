@@ -454,14 +454,11 @@ class Params(_Section):
                 f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; "
                 f"it needs recipe augsbert, found {self.recipe}; set adapt.dataset to null for this recipe"
             )
-        if self.recipe in ("trans-encoder", "rtt-ensemble") and not self.teacher.plain:
+        if self.recipe in ("trans-encoder", "rtt-ensemble") and (self.teacher.members or self.teacher.layers):
             raise ValueError(
-                f"recipe {self.recipe} uses teacher.model only as a starting point; teacher.kind, finetune, "
-                "calibrate, layers and members apply to augsbert and dse; leave them at their defaults"
+                f"recipe {self.recipe} uses teacher.model only as a starting point; teacher.members and "
+                "teacher.layers apply to augsbert and dse: set them to [] and null"
             )
-        if self.recipe == "trans-encoder" and self.student.layers is not None:
-            raise ValueError("student.layers (a pruned student) applies to augsbert, dse and rtt-ensemble; the "
-                             "Trans-Encoder's bi-encoders start from student.model whole: set it to null")
         if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
             raise ValueError(
                 "ensemble.positives rtt contrasts each sentence with its round-trip paraphrase, but "

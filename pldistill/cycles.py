@@ -113,7 +113,8 @@ def run_fingerprint(params: Params, files: list[Path]) -> str:
     used = {
         "seed": params.seed,
         "trans": params.trans.model_dump(mode="json"),
-        "student": params.student.model_dump(mode="json", include={"model", "max_length", "trust_remote_code"}),
+        "student": params.student.model_dump(mode="json", include={"model", "max_length", "trust_remote_code",
+                                                                   "layers"}),
         "teacher": params.teacher.model_dump(mode="json", include={"model", "max_length", "trust_remote_code"}),
         "label": params.label.model_dump(mode="json"),
         "evaluate": params.evaluate.model_dump(mode="json"),
@@ -188,7 +189,9 @@ class TransEncoder:
 
     def _load_bi(self, spec: str) -> BiEncoder:
         sp = self.p.student  # remote code only ever for the user's own specs, never a stored directory
-        return BiEncoder.load(spec, sp.max_length, sp.trust_remote_code and not Path(spec).is_dir())
+        # student.layers prunes the starting student only; stored models and mutual members load whole
+        return BiEncoder.load(spec, sp.max_length, sp.trust_remote_code and not Path(spec).is_dir(),
+                              sp.layers if spec == sp.model else None)
 
     def _load_cross(self, spec: str) -> CrossModel:
         tp = self.p.teacher

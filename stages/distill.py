@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from pldistill import cards, ensemble, schemas
-from pldistill.config import Params
+from pldistill.config import EvaluateParams, Params, TrainParams
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
 from pldistill.io import atomic_dir, write_card, write_csv_rows, write_json, write_note_dir
 from pldistill.models import BiEncoder
@@ -58,7 +58,7 @@ def _teacher_as_cross(teacher: Teacher, path: Path, cross: Path) -> None:
                        + f". It lives in {path} (pldistill.teachers.Teacher.load)")
 
 
-def encode_speed(student: BiEncoder, sp, dev: pd.DataFrame, ep) -> dict:
+def encode_speed(student: BiEncoder, sp: TrainParams, dev: pd.DataFrame, ep: EvaluateParams) -> dict:
     """A pruned student's encoding speed against its full starting model, on the dev sentences (best of 3)."""
     full = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
     sentences = list(dict.fromkeys([*dev["sentence1"], *dev["sentence2"]]))

@@ -21,7 +21,8 @@ from pldistill.runtime import run_stage
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Make the teacher: each member fine-tuned on the gold pairs (or taken as given), calibrated on dev."""
     if params.recipe == "trans-encoder":  # unsupervised: no cross-encoder may learn the gold scores
-        return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without gold labels")
+        return skip(out, report, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without "
+                    "gold labels, from teacher.model (teacher.kind, finetune and calibrate are not used)")
     if params.recipe == "rtt-ensemble":
         return sub_models(params, clean, out, report, curve)
     where = gold_dir(params, clean)  # the source domain's, under domain adaptation
@@ -81,6 +82,8 @@ def sub_models(params: Params, clean: Path, out: Path, report: Path, curve: Path
     if trained["warning"]:
         print(f"warning: {trained['warning']}", file=sys.stderr)
     result = {"recipe": "rtt-ensemble", "model": params.teacher.model, "positives": params.ensemble.positives,
+              "note": "sub-models are bi-encoders trained from teacher.model; teacher.kind, finetune and calibrate "
+                      "are not used",
               "members": trained["members"], **({"warning": trained["warning"]} if trained["warning"] else {})}
     write_json(report, result)
     return result

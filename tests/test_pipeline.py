@@ -32,7 +32,7 @@ def project(tmp_path, tiny_model_dir):
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     tiny = {"model": str(tiny_model_dir), "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32}
     params["teacher"].update(tiny)
-    params["student"].update(tiny)
+    params["student"].update({**tiny, "layers": [0]})  # the default student is pruned; the tiny model has 2 layers
     params["data"]["max_train"] = 60
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for f in ("dvc.lock",):
