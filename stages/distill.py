@@ -25,13 +25,13 @@ import pandas as pd
 from pldistill import cards, ensemble, schemas
 from pldistill.config import EvaluateParams, Params, TrainParams
 from pldistill.cycles import LABELS, Step, TransEncoder, run_fingerprint, unlabelled_pairs
+from pldistill.datasets import gold_dir, task_of
+from pldistill.dse import DSE
 from pldistill.io import atomic_dir, write_card, write_csv_rows, write_json, write_note_dir
 from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage, seed_all
 from pldistill.store import Store
 from pldistill.teachers import Teacher
-from pldistill.datasets import gold_dir, task_of
-from pldistill.dse import DSE
 from pldistill.training import dev_spearman, fit, fit_at, split_scores, train_bi_encoder
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]

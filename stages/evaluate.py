@@ -14,10 +14,10 @@ import pandas as pd
 
 from pldistill import cleaning, datasets, schemas
 from pldistill.config import EvaluateParams, ExtraSet, Params
-from pldistill.io import write_csv_rows, write_json
-from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.dse import DSE, HEAD_DIR
 from pldistill.ensemble import Ensemble
+from pldistill.io import write_csv_rows, write_json
+from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.runtime import run_stage
 from pldistill.teachers import Teacher

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pldistill import cards, ensemble, schemas, teachers
 from pldistill.config import Params
-from pldistill.io import write_csv_rows, write_json, write_note_dir
 from pldistill.datasets import gold_dir
+from pldistill.io import write_csv_rows, write_json, write_note_dir
 from pldistill.metrics import correlation
 from pldistill.runtime import run_stage
 

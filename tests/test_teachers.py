@@ -132,3 +132,17 @@ def test_pruned_student_chain_reports_its_encode_speed(tiny_params, tmp_path):
     for model in ("models/bi", "models/gold"):  # the student and its own gold-only baseline are both pruned
         assert json.loads((tmp_path / model / "config.json").read_text())["num_hidden_layers"] == 1
     assert "start" in result["baseline"]
+
+
+def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
+    from types import SimpleNamespace
+
+    from pldistill.cycles import TransEncoder
+    raw = tiny_params.model_dump(mode="json")
+    raw.update(recipe="trans-encoder", cycles=1)
+    raw["student"]["layers"] = [1]  # pruning the stored 1-layer model again would fail: it has no layer 1
+    engine = SimpleNamespace(p=parse_params(raw))
+    start = TransEncoder._load_bi(engine, raw["student"]["model"])
+    assert start.model[0].auto_model.config.num_hidden_layers == 1
+    start.save(tmp_path / "stored")  # a stored step's model loads as it was saved, not pruned again
+    assert TransEncoder._load_bi(engine, str(tmp_path / "stored")).model[0].auto_model.config.num_hidden_layers == 1
