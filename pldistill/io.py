@@ -1,7 +1,9 @@
 """Atomic writes: every file the pipeline produces is written whole or not at all.
 
 Each writer puts its bytes into a temporary sibling and renames it into place; a crash leaves either
-the old file or none, never half of one.
+the old file or none, never half of one. A temporary is named ``.<name>.<pid>.<random>.tmp``: a writer
+killed outright (SIGKILL, the OOM killer: no ``finally`` runs) leaves it behind, and the next write of
+the same name removes it once that pid is no longer running.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -33,12 +36,48 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running on this host. A zombie (killed, not yet reaped: the usual state
+    of a killed stage's process in a container whose init does not reap) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    try:  # /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces and parentheses
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill(pid, 0) is all we know
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.{os.getpid()}."
+
+
+def sweep(path: Path) -> list[str]:
+    """Remove the temporaries of ``path`` whose writer is dead; return their names. Another live
+    writer's temporary is left alone."""
+    own = re.compile(re.escape(f".{path.name}.") + r"(\d+)\.[^.]+\.tmp")  # mkstemp's random part has no dot
+    removed = []
+    for tmp in path.parent.iterdir() if path.parent.is_dir() else []:
+        m = own.fullmatch(tmp.name)
+        if m and not alive(int(m.group(1))):
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+            removed.append(tmp.name)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -60,7 +99,8 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    sweep(path)
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
     old = path.with_name(f".{path.name}.old")
     try:
         yield tmp

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pldistill.io import fsync, sha256_file
+from pldistill.io import alive, fsync, sha256_file
 
 MANIFEST = "MANIFEST.json"
 
@@ -56,16 +56,6 @@ def step_key(base: str, step: str, parent: str | None) -> str:
 def _files(directory: Path) -> dict[str, dict]:
     return {f.relative_to(directory).as_posix(): {"sha256": sha256_file(f), "bytes": f.stat().st_size}
             for f in sorted(directory.rglob("*")) if f.is_file() and f.name != MANIFEST}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
 
 
 class Store:
@@ -105,13 +95,13 @@ class Store:
         """Remove temporary directories whose writer died (a killed step); return their names.
 
         A temp dir is named ``.<key>.<pid>.<random>.tmp``; one whose pid is not running on this host is
-        an orphan. Another live writer's directory is left alone.
+        an orphan (a zombie counts as dead). Another live writer's directory is left alone.
         """
         removed = []
         for tmp in self.root.glob(".*.tmp") if self.root.is_dir() else []:
             parts = tmp.name.split(".")
             pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else None
-            if pid is not None and not _alive(pid):
+            if pid is not None and not alive(pid):
                 shutil.rmtree(tmp, ignore_errors=True)
                 removed.append(tmp.name)
         return removed

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 from transformers import BertConfig, BertModel
 
 from pldistill.config import parse_params
@@ -52,3 +54,25 @@ def tiny_params(tiny_model_dir):
     train = {"model": model, "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     return parse_params({"seed": 7, "teacher": train, "student": train, "sample": {"top_k": 2},
                          "label": {"batch_size": 16, "bf16": False}, "evaluate": {"bf16": False}})
+
+
+def make_project(dest: Path, model_dir: Path) -> Path:
+    """A git-committed copy of the project's tracked files at ``dest``, configured for a fast `dvc repro`:
+    the tiny model as teacher and student, 60 training pairs, no dvc.lock and no metrics yet."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    tiny = {"model": str(model_dir), "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32}
+    params["teacher"].update(tiny)
+    params["student"].update({**tiny, "layers": [0]})  # the default student is pruned; the tiny model has 2 layers
+    params["data"]["max_train"] = 60
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (dest / "dvc.lock").unlink(missing_ok=True)
+    for f in (dest / "metrics").rglob("*"):
+        f.unlink() if f.is_file() else None
+    subprocess.run("git init -q && git config user.name t && git config user.email t@t && git add -A "
+                   "&& git commit -qm init", shell=True, cwd=dest, check=True, capture_output=True)
+    return dest

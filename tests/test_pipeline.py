@@ -1,15 +1,13 @@
 """Slow tier: the real `dvc repro` / `dvc exp run` on a copy of the project, with the tiny model."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import make_project
 
 pytestmark = pytest.mark.slow
 
@@ -24,24 +22,7 @@ def sh(cmd: str, cwd: Path) -> str:
 
 @pytest.fixture
 def project(tmp_path, tiny_model_dir):
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file():
-            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, tmp_path / rel)
-    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
-    tiny = {"model": str(tiny_model_dir), "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32}
-    params["teacher"].update(tiny)
-    params["student"].update({**tiny, "layers": [0]})  # the default student is pruned; the tiny model has 2 layers
-    params["data"]["max_train"] = 60
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for f in ("dvc.lock",):
-        (tmp_path / f).unlink(missing_ok=True)
-    for f in (tmp_path / "metrics").rglob("*"):
-        f.unlink() if f.is_file() else None
-    sh("git init -q && git config user.name t && git config user.email t@t && git add -A && git commit -qm init",
-       tmp_path)
-    return tmp_path
+    return make_project(tmp_path, tiny_model_dir)
 
 
 STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
