@@ -27,6 +27,7 @@ from pldistill.models import BiEncoder, CrossModel, ModelError
 from pldistill.training import FitResult, train_bi_encoder, train_cross_encoder
 
 MANIFEST = "teacher.json"
+LOADERS = {"cross": CrossModel.load, "bi": BiEncoder.load}  # a member's kind -> how its model loads
 LOGIT_EPS = 0.01  # a calibrated score's logit is taken at most this close to 0 or 1: |logit| <= 4.6
 
 
@@ -149,7 +150,7 @@ class Teacher:
                              "`dvc repro teacher`)")
         members = []
         for m in json.loads(file.read_text())["members"]:
-            load = CrossModel.load if m["kind"] == "cross" else BiEncoder.load
+            load = LOADERS[m["kind"]]
             c = m["calibration"]
             members.append(Member(m["name"], m["kind"], m["spec"], m["finetuned"],
                                   load(str(path / m["name"]), max_length),
@@ -164,8 +165,7 @@ def train_member(mp: TeacherMember, ep: EvaluateParams, train: pd.DataFrame, dev
     A cross-encoder learns both orders ("a [SEP] b" and "b [SEP] a" are different inputs); a bi-encoder,
     symmetric, learns each pair once."""
     if not mp.finetune:
-        load = CrossModel.load if mp.kind == "cross" else BiEncoder.load
-        return load(mp.model, mp.max_length, mp.trust_remote_code, mp.layers), None, 0
+        return LOADERS[mp.kind](mp.model, mp.max_length, mp.trust_remote_code, mp.layers), None, 0
     s1, s2, y = list(train["sentence1"]), list(train["sentence2"]), list(train["score"])
     if mp.kind == "cross":
         s1, s2, y = s1 + s2, s2 + s1, y + y
