@@ -91,6 +91,21 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
+def scratch(path: Path | str) -> Iterator[Path]:
+    """A temporary file beside ``path`` for a stage's own use, removed when the block ends; one left by a
+    killed stage is swept by the next write of ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def atomic_dir(path: Path | str) -> Iterator[Path]:
     """Yield an empty temporary directory; it replaces ``path`` (a directory) once the block succeeds.
 
@@ -138,9 +153,13 @@ def write_json(path: Path | str, obj: object) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+# Rows per Parquet row group: a reader streaming a large artifact (stage label) holds one group at a time.
+ROW_GROUP = 65_536
+
+
 def write_parquet(path: Path | str, table: pa.Table) -> None:
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP)
 
 
 def write_csv_rows(path: Path | str, header: list[str], rows: list[list]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from pldistill.io import write_parquet
+from pldistill.io import ROW_GROUP, atomic_path, write_parquet
 
 # Gold pairs: data/raw/<dataset>/{train,dev,test}.parquet and data/clean/{train,dev,test}.parquet.
 # Regression scores are scaled to [0, 1]; classification labels are 0/1.
@@ -97,15 +99,17 @@ def _rerun(path: Path) -> str:
     return "rerun the stage that writes it: dvc repro -f -s <stage> (dvc.yaml lists it among the stage's outs)"
 
 
-def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
-    """Read a Parquet artifact, check it against ``schema`` and return its columns in schema order."""
-    path = Path(path)
+def _open(path: Path) -> pq.ParquetFile:
     if not path.is_file():
         raise SchemaError(f"{path}: file not found; run the stage that writes it (`dvc repro`)")
     try:
-        table = pq.read_table(path)
+        return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as err:  # random bytes, a truncated file
         raise SchemaError(f"{path}: not a readable Parquet file ({err}); {_rerun(path)}") from None
+
+
+def _checked(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
+    """``table``'s columns in schema order, cast to the schema's types; nulls only where it allows them."""
     missing = [f.name for f in schema if f.name not in table.column_names]
     if missing:
         raise SchemaError(
@@ -123,13 +127,73 @@ def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
             table = table.set_column(table.column_names.index(field.name), field.name, col)
         if not field.nullable and col.null_count:
             raise SchemaError(f"{path}: column {field.name!r} has {col.null_count} null value(s); {_rerun(path)}")
-    return table.select(schema.names).to_pandas()
+    return table.select(schema.names)
+
+
+def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
+    """Read a Parquet artifact, check it against ``schema`` and return its columns in schema order."""
+    path = Path(path)
+    pf = _open(path)
+    try:
+        table = pf.read()
+    except (pa.ArrowException, OSError) as err:  # a readable footer over corrupt pages
+        raise SchemaError(f"{path}: not a readable Parquet file ({err}); {_rerun(path)}") from None
+    return _checked(table, schema, path).to_pandas()
+
+
+def rows(path: Path | str) -> int:
+    """How many rows a Parquet artifact holds (its footer alone is read)."""
+    path = Path(path)
+    return _open(path).metadata.num_rows
+
+
+def read_chunks(path: Path | str, schema: pa.Schema, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """``read`` in pieces of at most ``chunk_rows`` rows, each checked: memory follows the piece, not the file."""
+    path = Path(path)
+    pf = _open(path)
+    _checked(pf.schema_arrow.empty_table(), schema, path)  # a missing column fails before any work
+    batches = pf.iter_batches(batch_size=chunk_rows, columns=[n for n in schema.names if n in pf.schema_arrow.names])
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as err:
+            raise SchemaError(f"{path}: not a readable Parquet file ({err}); {_rerun(path)}") from None
+        yield _checked(pa.Table.from_batches([batch]), schema, path).to_pandas()
+
+
+def _table(path: Path | str, df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    missing = [n for n in schema.names if n not in df.columns]
+    if missing:
+        raise SchemaError(f"{path}: cannot write, columns {missing} missing from the frame")
+    return pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
 
 
 def write(path: Path | str, df: pd.DataFrame, schema: pa.Schema) -> None:
     """Write ``df`` atomically with exactly ``schema``'s columns and types."""
-    missing = [n for n in schema.names if n not in df.columns]
-    if missing:
-        raise SchemaError(f"{path}: cannot write, columns {missing} missing from the frame")
-    table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
-    write_parquet(path, table)
+    write_parquet(path, _table(path, df, schema))
+
+
+@contextlib.contextmanager
+def writer(path: Path | str, schema: pa.Schema, atomic: bool = True) -> Iterator[Callable[[pd.DataFrame], None]]:
+    """Write a Parquet artifact piece by piece: ``add(df)`` appends a row group. The file appears at
+    ``path`` whole when the block ends, or not at all (``atomic=False``: written in place, for a scratch
+    file); with no piece added it holds no rows. One piece gives the same bytes as ``write``."""
+    with atomic_path(path) if atomic else contextlib.nullcontext(Path(path)) as tmp:
+        out: pq.ParquetWriter | None = None
+
+        def add(df: pd.DataFrame) -> None:
+            nonlocal out
+            table = _table(path, df, schema)
+            if out is None:
+                out = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+            out.write_table(table, row_group_size=ROW_GROUP)
+
+        try:
+            yield add
+            if out is None:
+                add(pd.DataFrame(columns=schema.names))
+        finally:
+            if out is not None:
+                out.close()
