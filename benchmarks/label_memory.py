@@ -7,14 +7,14 @@ write all: what the stage did up to 0.6.0), in the same run.
 Pairs: ``--n`` random pairs of the real STS Benchmark sentences (all splits), seeded. Teacher: a small
 cross-encoder (a 2-layer, 64-wide BERT with random weights and MiniLM's tokenizer, built from a config):
 memory of the pipeline, not of the model, is what is measured, and a real model would take hours here.
-Each measurement runs in its own subprocess, so its peak RSS (``ru_maxrss``) is its own.
+Each measurement runs in its own subprocess, so its peak RSS (VmHWM) is its own; the data are built in
+another.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -25,7 +25,12 @@ import numpy as np
 
 
 def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    """This process's peak RSS: VmHWM, which starts afresh at exec. (``ru_maxrss`` would not do: Linux
+    carries the forking parent's resident size into it.)"""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise OSError("no VmHWM in /proc/self/status: peak RSS is measured on Linux only")
 
 
 def params(batch_size: int):
@@ -104,6 +109,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads in each measurement (default: torch's)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == "build":
+        return build(args.stsb, args.n, args.out, args.seed)
     if args.child:
         return child(args.child, args.out, args.batch_size, args.threads)
     import torch
@@ -113,12 +120,15 @@ def main() -> None:
     print(f"cpu flags: avx2={'avx2' in flags} avx512f={'avx512f' in flags} avx512_bf16={'avx512_bf16' in flags} "
           f"amx_bf16={'amx_bf16' in flags} -> native bf16: {native_bf16()}; torch threads {torch.get_num_threads()}")
     shutil.rmtree(args.out, ignore_errors=True)
-    build(args.stsb, args.n, args.out, args.seed)
+    made = subprocess.run([sys.executable, __file__, "--child", "build", "--out", str(args.out), "--stsb", args.stsb,
+                           "--n", str(args.n), "--seed", str(args.seed)], capture_output=True, text=True, check=False)
+    if made.returncode:
+        sys.exit(f"building the pairs failed:\n{made.stderr[-3000:]}")
     results = {}
     for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, "--child", mode, "--out", str(args.out), "--batch-size", str(args.batch_size)]
         cmd += ["--threads", str(args.threads)] if args.threads else []
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if res.returncode:
             sys.exit(f"{mode} failed:\n{res.stderr[-3000:]}")
         results[mode] = json.loads(res.stdout.strip().splitlines()[-1])
