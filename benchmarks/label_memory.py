@@ -77,7 +77,8 @@ def child(mode: str, out: Path, batch_size: int, threads: int | None) -> None:
         import torch
         torch.set_num_threads(threads)
     from pldistill import schemas
-    from stages.label import label, label_pairs
+    from pldistill.labelling import label_pairs
+    from stages.label import label
 
     p = params(batch_size)
     base = peak_mb()

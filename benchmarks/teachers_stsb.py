@@ -178,10 +178,10 @@ def run_trans(name: str, p, out: Path, clean: Path, pairs: Path, g: Path, second
     """The Trans-Encoder rows: stage distill runs the cycles (its store under OUT/store, so it resumes)."""
     import os
 
-    from stages.teacher import skip
+    from pldistill.recipes.trans_encoder import skip_teacher
     os.environ["PLDISTILL_STORE"] = str(out / "store")
     r = out / "rows" / name
-    skip(r / "teacher", r / "teacher.json", r / "teacher-dev.csv", "trans-encoder: no teacher")
+    skip_teacher(r / "teacher", r / "teacher-dev.csv", "trans-encoder: no teacher")
     seconds["distill"] = timed(r / "distill.json", distill, p, clean, pairs / "data", r / "silver", r / "teacher",
                                r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "student-dev.csv",
                                r / "cycles.csv")

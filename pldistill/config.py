@@ -12,11 +12,11 @@ from typing import Literal
 
 import yaml
 from pldistill.bundled import BUNDLED
+from pldistill.recipes import RECIPES  # the recipe registry's names (pldistill.recipes imports nothing heavy)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 NAMED_DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
 DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")

@@ -22,6 +22,7 @@ from pldistill import losses
 from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, prune_layers, resolve
+from pldistill.numeric import sigmoid
 
 HEAD_DIR = "dse_head"
 
@@ -160,7 +161,7 @@ class DSE:
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
               progress: bool = False) -> np.ndarray:
-        return 1 / (1 + np.exp(-self.logits(s1, s2, batch_size, bf16, progress)))
+        return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
     def dse_loss_fn(self, alpha: float, task: str):
         """A fit() batch loss; target rows are [teacher logit, gold label or NaN]."""

@@ -20,15 +20,17 @@ import numpy as np
 import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 
-from pldistill.config import EvaluateParams, TeacherMember
+from pldistill import cards, schemas
+from pldistill.config import EvaluateParams, Params, TeacherMember
+from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
+from pldistill.numeric import logit, sigmoid
 from pldistill.models import BiEncoder, CrossModel, ModelError
-from pldistill.training import FitResult, train_bi_encoder, train_cross_encoder
+from pldistill.training import FitResult, train_bi_encoder, train_cross_encoder, write_curves
 
 MANIFEST = "teacher.json"
 LOADERS = {"cross": CrossModel.load, "bi": BiEncoder.load}  # a member's kind -> how its model loads
-LOGIT_EPS = 0.01  # a calibrated score's logit is taken at most this close to 0 or 1: |logit| <= 4.6
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,6 @@ class Calibration:
         elif self.method == "isotonic":
             raw = np.interp(raw, self.x, self.y)
         return np.clip(raw, 0.0, 1.0)
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(p, np.float64), LOGIT_EPS, 1 - LOGIT_EPS)
-    return np.log(p / (1 - p))
 
 
 @dataclass
@@ -113,7 +110,7 @@ class Teacher:
         calibrated mean score (what a DSE student learns)."""
         if self.single_cross:
             raw_logit = self.members[0].model.logits(s1, s2, batch_size, bf16, progress).astype(np.float64)
-            return 1 / (1 + np.exp(-raw_logit)), raw_logit
+            return sigmoid(raw_logit), raw_logit
         score = np.mean([m.score(s1, s2, batch_size, bf16, progress) for m in self.members], axis=0)
         return score, logit(score)
 
@@ -188,3 +185,47 @@ def calibrate(name: str, mp: TeacherMember, model: CrossModel | BiEncoder, dev: 
                                 "calibrated": round(float(np.mean(np.abs(calibrated - gold))), 4)},
                     "calibration": asdict(member.calibration) if mp.calibration != "isotonic"
                     else {"method": "isotonic", "knots": len(member.calibration.x)}}
+
+
+LOSSES = {"cross": "binary cross-entropy of sigmoid(logit) to the gold score",
+          "bi": "MSE of the cosine to the gold score"}
+
+
+def build(params: Params, clean: Path, out: Path, curve: Path) -> dict:
+    """Stage teacher for the recipes with one: each member fine-tuned on the gold pairs (or taken as given)
+    and calibrated on dev (under domain adaptation, the source domain's); saved to ``out``, the members'
+    dev curves to ``curve``. Returns the report."""
+    where = gold_dir(params, clean)
+    train = schemas.read(where / "train.parquet", schemas.PAIRS)
+    dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
+    source = params.adapt.data
+    dataset = source.name if source else params.data.name
+    members, reports, member_cards, curves = [], [], {}, []
+    for i, mp in enumerate(params.teacher.ensemble):
+        name = f"member-{i:02d}"
+        desc = "teacher" if not params.teacher.members else f"teacher {name}"
+        model, res, pairs = train_member(mp, params.evaluate, train, dev, params.seed + i, desc)
+        member, scores = calibrate(name, mp, model, dev, params.evaluate)
+        members.append(member)
+        fit = res.summary() if res else {}
+        reports.append({"name": name, "kind": mp.kind, "model": mp.model, "finetuned": mp.finetune,
+                        "train_pairs": pairs, **scores, **fit})
+        curves.append((name, res.curve if res else [], fit.get("steps", 0)))
+        member_cards[name] = cards.card(
+            f"Teacher {mp.kind}-encoder", mp.kind, mp.model, {
+                "dataset": dataset, "gold pairs learned": pairs or "none (used as given)",
+                **({"loss": LOSSES[mp.kind], **cards.fit_facts(fit, mp)} if res else {}),
+                "calibration to the gold scale": f"{mp.calibration} (fitted on dev)", "seed": params.seed + i},
+            f"Fine-tuned on {dataset}'s gold pairs; it labels {params.data.name}'s pairs for the student."
+            if res else f"Used as given; it labels {params.data.name}'s pairs for the student.")
+    model = Teacher(members)
+    result = {"model": params.teacher.model, "kind": params.teacher.kind, **({"adapt": source.name} if source else {}),
+              "members": reports}
+    if len(members) > 1:
+        score = model.score(dev["sentence1"], dev["sentence2"], params.evaluate.batch_size, params.evaluate.bf16)
+        result["ensemble_dev"] = correlation(score, dev["score"])
+    else:  # one member: its facts at the top level, as before ensembles
+        result = {**reports[0], **result, "members": reports}
+    model.save(out, member_cards, cards.teacher_card(dataset, [m.describe for m in members]))
+    write_curves(curve, curves)
+    return result

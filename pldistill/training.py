@@ -47,6 +47,16 @@ class FitResult:
         return {**out, "seed_optimisation": self.seeds} if self.seeds else out
 
 
+def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:
+    """Several runs' dev curves (name, curve, steps) laid end to end in one plot (column ``member`` when
+    there are several)."""
+    rows, offset = [], 0
+    for name, c, steps in curves:
+        rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
+        offset += steps + 1  # the next run's step 0 gets an x of its own
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
+
+
 def dev_spearman(model: BiEncoder | CrossModel, dev: pd.DataFrame, params: EvaluateParams) -> Callable[[], float]:
     """A checkpoint-selection score: the model's Spearman x100 on the dev pairs."""
 

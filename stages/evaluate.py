@@ -6,46 +6,21 @@ maximises F1 on dev (the same threshold applied to test); one more baseline, the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pldistill import cleaning, datasets, schemas
+from pldistill import cleaning, datasets, recipes, schemas
 from pldistill.config import EvaluateParams, ExtraSet, Params
-from pldistill.dse import DSE, HEAD_DIR
-from pldistill.ensemble import Ensemble
 from pldistill.io import write_csv_rows, write_json
 from pldistill.metrics import best_threshold, classification, correlation, jaccard
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.models import BiEncoder
+from pldistill.recipes.base import Recipe
 from pldistill.runtime import run_stage
-from pldistill.teachers import Teacher
 
 
-def _teacher(params: Params, cross: Path, teacher: Path) -> Ensemble | CrossModel | Teacher:
-    """The recipe's teacher: the sub-model ensemble for rtt-ensemble, the Trans-Encoder's cross-encoder,
-    else the teacher that labelled the pairs (pldistill.teachers)."""
-    if params.recipe == "rtt-ensemble":
-        ep = params.ensemble
-        return Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
-    if params.recipe == "trans-encoder":
-        return CrossModel.load(str(cross), params.teacher.max_length)
-    return Teacher.load(teacher, params.teacher.max_length)
-
-
-def _teacher_blocks(teacher: object, block: Callable[[str], dict]) -> dict:
-    """eval.json's teacher blocks: `cross` for one cross-encoder (as before), `ensemble` and `submodels` for
-    rtt-ensemble, else `teacher` and, with several members, each member's under `members`."""
-    if isinstance(teacher, Ensemble):
-        return {"ensemble": block("cross"), "submodels": {n: block(f"sub/{n}") for n in teacher.names}}
-    if not isinstance(teacher, Teacher) or teacher.single_cross:
-        return {"cross": block("cross")}
-    members = {m.name: block(f"member/{m.name}") for m in teacher.members} if len(teacher.members) > 1 else {}
-    return {"teacher": block("cross"), **({"members": members} if members else {})}
-
-
-def _blocks(models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
+def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
             ep: EvaluateParams) -> tuple[dict, dict]:
     """eval.json's blocks for one dataset's dev and test splits, and every model's predictions."""
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
@@ -64,7 +39,7 @@ def _blocks(models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, 
         return {**{s: classification(preds[name][s], df["score"], t) for s, df in splits.items()},
                 "threshold": round(t, 6)}
 
-    return {"bi": block("bi"), **_teacher_blocks(models["cross"], block),
+    return {"bi": block("bi"), **recipe.teacher_blocks(models["cross"], block),
             "baseline": {b: block(b) for b in baselines}}, preds
 
 
@@ -92,22 +67,18 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     extra = {x.name: _extra_set(x, params) for x in ep.extra}  # read first: a bad source fails fast
+    recipe = recipes.get(params.recipe)
     models = {
-        # A DSE student scores pairs through its head (at its training length); a bi-encoder by cosine.
-        "bi": DSE.load(bi) if (bi / HEAD_DIR).is_dir() else BiEncoder.load(str(bi), params.student.max_length),
-        "cross": _teacher(params, cross, teacher),
+        "bi": recipe.student(params, bi),
+        "cross": recipe.teacher_model(params, cross, teacher),
         "gold": BiEncoder.load(str(gold), params.student.max_length),
         "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code,
                                 params.student.layers),
     }
-    t = models["cross"]
-    if isinstance(t, Ensemble):  # each sub-model scored on its own too
-        models.update({f"sub/{n}": m for n, m in zip(t.names, t.members)})
-    if isinstance(t, Teacher) and len(t.members) > 1:  # each member, on the gold scale, too
-        models.update({f"member/{m.name}": m for m in t.members})
-    result, preds = _blocks(models, splits, train, datasets.task_of(params.data, train), ep)
+    models.update(recipe.teacher_parts(models["cross"]))  # an ensemble's members, each scored on its own too
+    result, preds = _blocks(recipe, models, splits, train, datasets.task_of(params.data, train), ep)
     if extra:
-        result["extra"] = {name: _blocks(models, x_splits, x_train, task, ep)[0]
+        result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     write_json(out, result)
     test = splits["test"]

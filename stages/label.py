@@ -1,163 +1,23 @@
-"""label: the teacher scores the candidate pairs (for `kde`, then keeps those that make the silver score
-distribution match the gold one); writes data/silver/silver.parquet and the label diagnostics.
-
-Under domain adaptation the teacher (trained on the source domain) also labels the target's own
-training pairs, scores dropped (strategy `target`).
-
-recipe trans-encoder has no teacher: its labellings happen inside stage distill, so this stage writes
-an empty silver set and says so. recipe rtt-ensemble labels sentences, not pairs: the ensemble's
-embedding of every corpus sentence goes to data/silver/ensemble.parquet."""
+"""label: the recipe's teacher labels what the student will learn (pldistill.recipes): the candidate pairs
+into data/silver/silver.parquet, streamed chunk by chunk (pldistill.labelling; `kde` then keeps the pairs
+that make the silver scores match the gold distribution); DSE also the gold pairs' logits; rtt-ensemble
+the corpus sentences' embeddings (data/silver/ensemble.parquet) instead; trans-encoder nothing (its
+cycles label inside stage distill). Writes the silver-vs-gold diagnostics."""
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
-
-from pldistill import diagnostics, ensemble, schemas
+from pldistill import recipes
 from pldistill.config import Params
-from pldistill.datasets import gold_dir, task_of
-from pldistill.io import scratch, write_csv_rows, write_json
-from pldistill.runtime import run_stage, seed_all
-from pldistill.teachers import Teacher
-
-
-def label_pairs(teacher: Teacher, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str,
-                progress: bool = True) -> pd.DataFrame:
-    """The teacher's score (on the gold scale) and logit for every candidate pair."""
-    score, logit = teacher.labels(pairs["sentence1"], pairs["sentence2"], params.label.batch_size, params.label.bf16,
-                                  progress=progress)
-    out = pairs.copy()
-    out["logit"] = logit
-    out["score"] = score
-    out["labeller"] = labeller
-    out["cycle"] = cycle
-    return out
-
-
-def kde_keep(gold: pd.DataFrame, scores: np.ndarray, params: Params, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    """Which labelled pool pairs KDE selects (a mask over ``scores``); report pool size, kept, dropped and
-    the pool's KL."""
-    task = task_of(params.adapt.data or params.data, gold)
-    gold_scores = gold["score"].to_numpy()
-    keep = diagnostics.kde_select(gold_scores, scores, task, rng, params.sample.kde.grid)
-    pool_kl = diagnostics.report(gold_scores, scores)[0]["kl_gold_silver"]
-    extra = {"kde": {"task": task, "pool": len(scores), "kept": int(keep.sum()), "dropped": int((~keep).sum()),
-                     "pool_kl_gold_silver": pool_kl}}
-    return keep, extra
-
-
-CYCLE = 1  # the label stage's labelling is cycle 1 (Trans-Encoder's cycles label inside stage distill)
-TARGET = "target"  # domain adaptation: the strategy of the target's own training pairs (scores dropped)
-
-SKIPPED = {"trans-encoder": "recipe trans-encoder labels inside stage distill",
-           "rtt-ensemble": "recipe rtt-ensemble labels sentences with embeddings (data/silver/ensemble.parquet)"}
-
-
-def embed_corpus(params: Params, clean: Path, teacher: Path, silver_dir: Path) -> dict:
-    """The ensemble's embedding of every sentence the student will learn."""
-    ep = params.ensemble
-    model = ensemble.Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
-    sentences = ensemble.corpus(clean)
-    t0 = time.perf_counter()
-    emb = model.encode(sentences, params.label.batch_size, params.label.bf16, progress=True)
-    seconds = time.perf_counter() - t0
-    schemas.write(silver_dir / schemas.ENSEMBLE_FILE, ensemble.embeddings_frame(sentences, emb), schemas.EMBEDDINGS)
-    return {"sentences": len(sentences), "dim": int(emb.shape[1]), "members": model.names,
-            "weights": [round(float(w), 6) for w in model.weights], "embed_seconds": round(seconds, 1)}
-
-
-# Pairs labelled and written at a time: memory stays flat however many pairs there are (1,000,000 pairs
-# labelled in a measured peak RSS of README "Labelling a million pairs"); batches are length-sorted inside it.
-CHUNK_ROWS = 16_384
-
-
-def label_stream(teacher: Teacher, chunks: Iterable[pd.DataFrame], total: int, params: Params, labeller: str,
-                 add: Callable[[pd.DataFrame], None]) -> np.ndarray:
-    """Label each chunk of pairs and hand it to ``add`` (a Parquet writer); return every score, in order."""
-    scores = [np.empty(0)]
-    with tqdm(total=total, desc="label", unit="pair", disable=not total, mininterval=2) as bar:
-        for chunk in chunks:
-            out = label_pairs(teacher, chunk, params, CYCLE, labeller, progress=False)
-            add(out)
-            scores.append(out["score"].to_numpy(np.float64))
-            bar.update(len(chunk))
-    return np.concatenate(scores)
-
-
-def candidate_chunks(params: Params, clean: Path, pairs: Path) -> tuple[Iterator[pd.DataFrame], int, int]:
-    """The pairs to label, in chunks; how many in all; how many of them come first from the target's own
-    training pairs (domain adaptation: scores dropped). None for recipes that label no pairs."""
-    file = pairs / schemas.CANDIDATES_FILE
-    n = 0 if params.recipe in SKIPPED else schemas.rows(file)
-    target = pd.DataFrame(columns=["sentence1", "sentence2", "strategy"])
-    if params.adapt.dataset:
-        own = schemas.read(clean / "train.parquet", schemas.PAIRS)[["sentence1", "sentence2"]]
-        target = own.assign(strategy=TARGET)
-
-    def chunks() -> Iterator[pd.DataFrame]:
-        for i in range(0, len(target), CHUNK_ROWS):
-            yield target.iloc[i : i + CHUNK_ROWS]
-        if n:
-            yield from schemas.read_chunks(file, schemas.CANDIDATES, CHUNK_ROWS)
-
-    return chunks(), len(target) + n, len(target)
-
-
-def kde_rewrite(pool: Path, out: Path, keep: np.ndarray) -> None:
-    """Copy the labelled pool to ``out``, keeping the rows ``keep`` marks, chunk by chunk."""
-    at = 0
-    with schemas.writer(out, schemas.PSEUDO) as add:
-        for chunk in schemas.read_chunks(pool, schemas.PSEUDO, CHUNK_ROWS):
-            add(chunk[keep[at : at + len(chunk)]])
-            at += len(chunk)
+from pldistill.io import write_json
+from pldistill.runtime import run_stage
 
 
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
           density: Path) -> dict:
-    """Label the candidates with the teacher, streaming them to data/silver/silver.parquet; KDE-select when
-    sample.strategy is kde; report diagnostics."""
-    rng, _ = seed_all(params.seed)
-    gold = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)  # the source's, when adapting
-    chunks, total, n_target = candidate_chunks(params, clean, pairs)
-    extra: dict = {}
-    if params.recipe == "rtt-ensemble":
-        extra["ensemble"] = embed_corpus(params, clean, teacher, silver_dir)
-    dse = params.recipe == "dse"  # DSE also learns the teacher's logits on the gold pairs
-    model = Teacher.load(teacher, params.teacher.max_length) if total or dse else None
-    labeller = model.labeller(teacher) if model else ""
-    if dse:
-        gold_pairs = gold[["sentence1", "sentence2"]].assign(strategy="gold")
-        schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, CYCLE, labeller),
-                      schemas.PSEUDO)
-    silver_file = silver_dir / schemas.SILVER_FILE
-    kde = params.sample.strategy == "kde"
-    t0 = time.perf_counter()
-    with scratch(silver_file) if kde else contextlib.nullcontext(silver_file) as pool:
-        with schemas.writer(pool, schemas.PSEUDO, atomic=not kde) as add:  # kde: a pool first, then its selection
-            scores = label_stream(model, chunks, total, params, labeller, add) if model else np.empty(0)
-        seconds = time.perf_counter() - t0
-        if kde:
-            keep = np.ones(len(scores), bool)  # the target's own pairs (first) are all kept
-            if len(scores) > n_target:
-                selected, kde_extra = kde_keep(gold, scores[n_target:], params, rng)
-                keep[n_target:] = selected
-                extra.update(kde_extra)
-            kde_rewrite(pool, silver_file, keep)
-            scores = scores[keep]
-    summary, rows = diagnostics.report(gold["score"].to_numpy(), scores)
-    write_csv_rows(density, ["score", "gold", "silver"], rows)
-    result = {
-        **({"skipped": SKIPPED[params.recipe]} if params.recipe in SKIPPED else {}),
-        "cycle": CYCLE, "strategy": params.sample.strategy, "candidates": total, **summary, **extra,
-        "label_seconds": round(seconds, 1),
-        "label_pairs_per_s": round(total / seconds, 1) if seconds and total else None,
-    }
+    """Label with the recipe's teacher into ``silver_dir``; the score density plot; return the report."""
+    result = recipes.get(params.recipe).label(params, clean, pairs, teacher, silver_dir, density)
     write_json(report, result)
     return result
 

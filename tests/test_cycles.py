@@ -1,4 +1,4 @@
-"""Trans-Encoder cycles (pldistill.cycles, stages/distill.py with recipe trans-encoder): labels, selection,
+"""Trans-Encoder cycles (pldistill.recipes.trans_encoder): labels, selection,
 mutual distillation, and resuming from the store -- after more cycles, a kill, a stale or corrupt entry."""
 
 import json
@@ -15,10 +15,12 @@ from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
 from pldistill.config import ConfigError, parse_params
-from pldistill.cycles import to_target, unlabelled_pairs
+from pldistill.recipes.trans_encoder import to_target, unlabelled_pairs
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.store import Store
-from stages.distill import trans_encoder
+from pldistill.io import write_json
+from pldistill.recipes.base import DistillDirs
+from pldistill.recipes.trans_encoder import run as run_trans_encoder
 from tests.conftest import ROOT, make_pairs
 
 # What a finished run leaves that users rely on; all must be byte-identical between equal runs.
@@ -43,9 +45,11 @@ def clean(tmp_path):
 
 def run(params, clean, root, store):
     m = root / "metrics"
-    return trans_encoder(params, clean, root / "data/pairs", root / "data/pseudo", root / "models/bi",
-                         root / "models/cross", m / "distill.json", m / "plots/student-dev.csv", m / "plots/cycles.csv",
-                         store=Store(store))
+    dirs = DistillDirs(clean, root / "data/pairs", root / "data/silver", root / "models/teacher", root / "data/pseudo",
+                       root / "models/bi", root / "models/cross", m / "plots/student-dev.csv", m / "plots/cycles.csv")
+    result = run_trans_encoder(params, dirs, store=Store(store))
+    write_json(m / "distill.json", result)
+    return result
 
 
 def same_artifacts(a, b, cycles: int) -> None:
@@ -221,7 +225,7 @@ def test_sequential_starts_each_model_from_the_one_that_just_labelled(tiny_model
 
 
 def test_fingerprint_covers_the_code_dvc_lists_for_distill():
-    from pldistill.cycles import CODE
+    from pldistill.recipes.trans_encoder import CODE
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["distill"]
     listed = {d for d in stage["deps"] if d.endswith(".py")}
     assert listed <= {str(p.relative_to(ROOT)) for p in CODE}

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from pldistill import ensemble, schemas
+from pldistill import schemas
+from pldistill.recipes import rtt_ensemble as ensemble
 from pldistill.config import ConfigError, parse_params
 from pldistill.models import BiEncoder, ModelError
 

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import stages.label as label_stage
+from pldistill import labelling
 from pldistill import schemas
 from pldistill.models import CrossModel
 from pldistill.teachers import Calibration, Member, Teacher
@@ -43,7 +44,7 @@ def test_chunked_labels_equal_one_pass(tiny_params, teacher_dir, tmp_path, monke
     params = tiny_params.model_copy(update={"sample": tiny_params.sample.model_copy(update={"strategy": strategy})})
     clean, pairs, cands = _inputs(tmp_path, 150)
     whole, whole_report = _label(params, tmp_path / "one", clean, pairs, teacher_dir)
-    monkeypatch.setattr(label_stage, "CHUNK_ROWS", 32)  # 150 pairs: five chunks, the last one short
+    monkeypatch.setattr(labelling, "CHUNK_ROWS", 32)  # 150 pairs: five chunks, the last one short
     chunked, chunked_report = _label(params, tmp_path / "chunked", clean, pairs, teacher_dir)
 
     assert list(chunked["sentence1"]) == list(whole["sentence1"])  # same pairs, same order

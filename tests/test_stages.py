@@ -172,7 +172,7 @@ def test_dse_chain_learns_teacher_logits_on_gold_and_silver(small, tmp_path):
 
 
 def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path):
-    from stages.distill import _dse_rows
+    from pldistill.recipes.dse import dse_rows as _dse_rows
     gold = pd.DataFrame({"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [0.1, 0.9]})
     on_gold = gold[["sentence1", "sentence2"]].assign(score=0.5, logit=0.0, labeller="t", cycle=1, strategy="gold")
     silver = on_gold.iloc[:0]
@@ -201,14 +201,14 @@ def test_rtt_ensemble_chain_distils_sub_models_into_one_student(small, tmp_path)
     curve = pd.read_csv(tmp_path / "metrics/teacher-dev.csv")
     assert list(curve["member"].unique()) == ["sub-01", "sub-02"] and (curve["step"].diff().iloc[1:] > 0).all()
 
-    from pldistill.ensemble import Ensemble, read_embeddings
+    from pldistill.recipes.rtt_ensemble import Ensemble, read_embeddings
     sentences, emb = read_embeddings(tmp_path / "data/silver/ensemble.parquet")
     train = schemas.read(tmp_path / "data/clean/train.parquet", schemas.PAIRS)
     assert sentences == list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))  # no RTT corpus
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
     label_report = json.loads((tmp_path / "metrics/label.json").read_text())
     assert label_report["ensemble"]["members"] == ["sub-01", "sub-02"] and label_report["silver_pairs"] == 0
-    from pldistill.ensemble import member_weights
+    from pldistill.recipes.rtt_ensemble import member_weights
     expected = member_weights([m["best_dev"] for m in members], "softmax")
     assert label_report["ensemble"]["weights"] == pytest.approx(expected, abs=1e-6)
 

@@ -11,7 +11,8 @@ from sentence_transformers import SentenceTransformer
 from pldistill import schemas
 from pldistill.config import ConfigError, parse_params
 from pldistill.models import BiEncoder, ModelError
-from pldistill.teachers import LOGIT_EPS, Calibration, Teacher, logit
+from pldistill.numeric import LOGIT_EPS, logit
+from pldistill.teachers import Calibration, Teacher
 from tests.test_stages import run_chain
 
 
@@ -137,7 +138,7 @@ def test_pruned_student_chain_reports_its_encode_speed(tiny_params, tmp_path):
 def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
     from types import SimpleNamespace
 
-    from pldistill.cycles import TransEncoder
+    from pldistill.recipes.trans_encoder import TransEncoder
     raw = tiny_params.model_dump(mode="json")
     raw.update(recipe="trans-encoder", cycles=1)
     raw["student"]["layers"] = [1]  # pruning the stored 1-layer model again would fail: it has no layer 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -28,11 +29,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from pldistill import cards, labelling, schemas
 from pldistill import models as models_mod
-from pldistill import schemas
 from pldistill.config import Params, StepParams
-from pldistill.io import sha256_file
+from pldistill.io import atomic_dir, sha256_file, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
+from pldistill.numeric import sigmoid
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
 from pldistill.runtime import seed_all
 from pldistill.store import Store, digest, fingerprint, step_key
 from pldistill.training import FitResult, fit_at, split_scores
@@ -42,9 +45,11 @@ MODEL = "model"  # a training step's model directory
 _HERE = Path(__file__).resolve().parent
 # Code whose change must invalidate stored steps: the files dvc.yaml lists for stage distill, and the
 # modules they use (tests/test_cycles.py checks the two lists agree).
-CODE = [*(_HERE / f"{m}.py" for m in ("cycles", "models", "training", "losses", "metrics", "schemas", "io", "store",
-                                       "runtime", "config", "dse", "ensemble", "datasets", "cards", "teachers", "bundled")),
-        _HERE.parent / "stages" / "distill.py"]
+CODE = [*(_HERE / f"{m}.py" for m in ("__init__", "base", "trans_encoder", "augsbert", "dse", "rtt_ensemble")),
+        *(_HERE.parent / f"{m}.py" for m in ("models", "training", "losses", "metrics", "schemas", "io", "store",
+                                              "runtime", "config", "dse", "datasets", "cards", "teachers", "bundled",
+                                              "labelling", "diagnostics", "numeric")),
+        _HERE.parents[1] / "stages" / "distill.py"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,6 @@ class Step:
     name: str  # c02-cross-1, c02-label-bi, c00-start
     cycle: int
     role: str  # start | label-bi | label-cross | cross | bi
-    member: int | None  # which model pair trained (training steps only)
     key: str
     path: Path
     meta: dict
@@ -165,7 +169,7 @@ class TransEncoder:
                 raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
         else:
             self.log(f"{name}: reused ({entry})")
-        step = Step(name, cycle, role, member, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
+        step = Step(name, cycle, role, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
         self.steps.append(step)
         return step
 
@@ -224,7 +228,7 @@ class TransEncoder:
             self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16, progress=True) for s in crosses],
             dtype=np.float64)  # (members, pairs)
         # Mutual: the mean of the members' probabilities; `logit` holds the mean of their logits.
-        self._write_labels(tmp, meta, cycle, (1 / (1 + np.exp(-logits))).mean(axis=0), logits.mean(axis=0),
+        self._write_labels(tmp, meta, cycle, sigmoid(logits).mean(axis=0), logits.mean(axis=0),
                            [self._labeller(s, "cross") for s in crosses])
 
     def _train_cross(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str) -> None:
@@ -269,3 +273,110 @@ class TransEncoder:
         """refresh: the original weights every cycle. sequential (the paper's): start from the model that
         just labelled -- the cross-encoder from that bi-encoder, the bi-encoder from that cross-encoder."""
         return labeller if self.t.init == "sequential" else original
+
+
+def _best(steps: list[Step]) -> Step:
+    """Highest dev Spearman; the earliest wins a tie."""
+    return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
+
+
+def _summary(s: Step) -> dict:
+    return {"step": s.name, "cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"],
+            "best_step": s.meta["fit"]["best_step"], "train_seconds": s.meta["fit"]["train_seconds"]}
+
+
+def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_plot: Path, curve: Path) -> list[dict]:
+    """Score per cycle (best member of each role; cycle 0: the starting bi-encoder) and the first
+    member's bi-encoder dev curve with the cycles laid end to end. Returns the per-cycle summary."""
+    start = max(steps[0].meta["members"], key=lambda m: m["dev"]["spearman"])
+    rows, per_cycle, curve_rows, offset = [cycle_row(0, start, None)], [], [], 0
+    for c in range(1, cycles + 1):
+        bis = [s for s in steps if s.cycle == c and s.role == "bi"]
+        crosses = [s for s in steps if s.cycle == c and s.role == "cross"]
+        per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
+        rows.append(cycle_row(c, _best(bis).meta, _best(crosses).meta))
+        curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / bi_epochs, 3), r["dev"]]
+                       for r in bis[0].meta["curve"]]
+        offset += bis[0].meta["fit"]["steps"]
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], curve_rows)
+    return per_cycle
+
+
+def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
+    """Run or resume the cycles; write the labellings, the selected models and the scores; return the report."""
+    tp = params.trans
+    files = {s: dirs.clean / f"{s}.parquet" for s in ("train", "dev", "test")}
+    splits = {s: schemas.read(f, schemas.PAIRS) for s, f in files.items()}
+    cands_file = dirs.pairs / schemas.CANDIDATES_FILE
+    cands = schemas.read(cands_file, schemas.CANDIDATES) if tp.sampled else None
+    learned = unlabelled_pairs({s: splits[s] for s in tp.splits}, cands)
+    inputs = [files[s] for s in sorted({*tp.splits, "dev", "test"})] + ([cands_file] if tp.sampled else [])
+    store = store or Store()
+    swept = store.sweep()  # temp dirs of killed runs
+    engine = TransEncoder(params, learned, splits["dev"], splits["test"], store, run_fingerprint(params, inputs))
+    steps = engine.run(params.cycles)
+
+    with atomic_dir(dirs.pseudo) as tmp:
+        for s in steps:
+            if s.role.startswith("label-"):
+                shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(s.cycle, s.role.removeprefix("label-")))
+    best_bi = _best([s for s in steps if s.role == "bi"])
+    best_cross = _best([s for s in steps if s.role == "cross"])
+    for role, best, base, out in (("bi-encoder", best_bi, params.student.model, dirs.bi),
+                                  ("cross-encoder", best_cross, params.teacher.model, dirs.cross)):
+        copy_dir(best.model, out, cards.card(f"Trans-Encoder {role}", role[:2] if role == "bi-encoder" else "cross",
+                                             base, {"dataset": params.data.name, "selected step": best.name,
+                                                    "cycles run": params.cycles, "init": tp.init,
+                                                    "dev Spearman x100 (selection)": best.meta["dev"]["spearman"],
+                                                    "pairs learned (scores dropped)": len(learned),
+                                                    "seed": params.seed},
+                                             "Unsupervised: the bi- and cross-encoder labelled the pairs for each other."))
+    per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, dirs.cycles_plot, dirs.curve)
+    return {
+        "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),
+        "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
+        "start": steps[0].meta["members"], "per_cycle": per_cycle,
+        "selected": {"bi": _summary(best_bi), "cross": _summary(best_cross)},
+        "steps": {"computed": [s.name for s in steps if s.computed], "reused": [s.name for s in steps if not s.computed],
+                  "seconds": round(sum(s.seconds for s in steps), 1),
+                  "corrupt_moved_aside": len(store.corrupt), "orphans_swept": len(swept)},
+    }
+
+
+def skip_teacher(out: Path, curve: Path, reason: str) -> dict:
+    """Stage teacher's outputs for a recipe without a teacher: a note instead of a model, an empty curve."""
+    write_note_dir(out, reason)
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [])
+    return {"skipped": reason}
+
+
+class TransEncoderRecipe(Recipe):
+    """Unsupervised: no teacher stage (no cross-encoder may learn the gold scores) and no label stage; the
+    cycles label and train inside stage distill. Finished steps live in a store outside DVC's outputs
+    (pldistill.store), so a rerun resumes."""
+
+    name = "trans-encoder"
+
+    def teacher(self, params: Params, clean: Path, out: Path, curve: Path) -> dict:
+        return skip_teacher(out, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without "
+                            "gold labels, from teacher.model (teacher.kind, finetune and calibrate are not used)")
+
+    def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
+        return labelling.no_pairs(params, clean, silver_dir, density, "recipe trans-encoder labels inside stage distill")
+
+    def distill(self, params: Params, dirs: DistillDirs) -> dict:
+        return run(params, dirs)
+
+    def teacher_model(self, params: Params, cross: Path, teacher: Path) -> CrossModel:
+        """The cross-encoder the cycles selected."""
+        return CrossModel.load(str(cross), params.teacher.max_length)
+
+    def teacher_parts(self, teacher: CrossModel) -> dict:
+        return {}
+
+    def teacher_blocks(self, teacher: CrossModel, block: Callable[[str], dict]) -> dict:
+        return {"cross": block("cross")}
+
+
+RECIPE = TransEncoderRecipe()

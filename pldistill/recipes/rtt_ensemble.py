@@ -13,7 +13,10 @@ Checkpoints are chosen on the gold dev pairs, as SimCSE chooses its own on STS-B
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,12 +24,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import cards, losses, schemas
+from pldistill import cards, labelling, losses, schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir
+from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
+from pldistill.numeric import l2_normalise
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row
 from pldistill.runtime import seed_all
-from pldistill.training import BatchLoss, fit_at
+from pldistill.training import BatchLoss, fit_at, split_scores, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 
@@ -139,10 +144,6 @@ def member_weights(dev_spearman: Sequence[float], how: str, temperature: float =
     return z / z.sum()
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 class Ensemble:
     """The teacher of rtt-ensemble: sub-models whose normalised embeddings are averaged with weights."""
 
@@ -182,7 +183,7 @@ class Ensemble:
         out = np.zeros((len(texts), self.dim), np.float32)
         for w, m in zip(self.weights, self.members):
             out += np.float32(w) * m.encode(texts, batch_size, bf16, progress)  # each already unit length
-        return _normalise(out)
+        return l2_normalise(out)
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
               progress: bool = False) -> np.ndarray:
@@ -215,3 +216,80 @@ def check_dims(student: BiEncoder, teacher_dim: int, where: Path) -> None:
     if dim != teacher_dim:
         raise ModelError(f"{where}: the ensemble embeds in {teacher_dim} dimensions, the student "
                          f"({student.name}) in {dim}; MAE needs one size: pick a student.model of width {teacher_dim}")
+
+
+def embed_corpus(params: Params, clean: Path, teacher: Path, silver_dir: Path) -> dict:
+    """The ensemble's embedding of every sentence the student will learn (data/silver/ensemble.parquet)."""
+    ep = params.ensemble
+    model = Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
+    sentences = corpus(clean)
+    t0 = time.perf_counter()
+    emb = model.encode(sentences, params.label.batch_size, params.label.bf16, progress=True)
+    seconds = time.perf_counter() - t0
+    schemas.write(silver_dir / schemas.ENSEMBLE_FILE, embeddings_frame(sentences, emb), schemas.EMBEDDINGS)
+    return {"sentences": len(sentences), "dim": int(emb.shape[1]), "members": model.names,
+            "weights": [round(float(w), 6) for w in model.weights], "embed_seconds": round(seconds, 1)}
+
+
+class RTTEnsemble(Recipe):
+    """Stage teacher trains the contrastive sub-models; label embeds the corpus with their ensemble (no pair
+    is labelled); distill has one bi-encoder learn those embeddings; evaluate scores the ensemble."""
+
+    name = "rtt-ensemble"
+
+    def teacher(self, params: Params, clean: Path, out: Path, curve: Path) -> dict:
+        """The ensemble's members; their dev curves laid end to end in one plot (column `member`)."""
+        trained = train_members(params, clean, out)
+        write_curves(curve, [(m["name"], c, m["steps"]) for m, c in zip(trained["members"], trained["curves"])])
+        if trained["warning"]:
+            print(f"warning: {trained['warning']}", file=sys.stderr)
+        return {"recipe": self.name, "model": params.teacher.model, "positives": params.ensemble.positives,
+                "note": "sub-models are bi-encoders trained from teacher.model; teacher.kind, finetune and calibrate "
+                        "are not used",
+                "members": trained["members"], **({"warning": trained["warning"]} if trained["warning"] else {})}
+
+    def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
+        embedded = {"ensemble": embed_corpus(params, clean, teacher, silver_dir)}
+        return labelling.no_pairs(params, clean, silver_dir, density, "recipe rtt-ensemble labels sentences with "
+                                  "embeddings (data/silver/ensemble.parquet)", embedded)
+
+    def distill(self, params: Params, dirs: DistillDirs) -> dict:
+        """Distil the ensemble into one bi-encoder: it learns the ensemble's embedding of each corpus sentence."""
+        dp, sp, ep = params.ensemble.distill, params.student, params.evaluate
+        _, gen = seed_all(params.seed)
+        file = dirs.silver / schemas.ENSEMBLE_FILE
+        sentences, target = read_embeddings(file)
+        scored = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+        student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+        check_dims(student, target.shape[1], file)
+        start = split_scores(student, scored, ep)
+        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,
+                     target, scored["dev"], dp, ep, gen, desc="student")
+        student.save(dirs.bi, cards.card("RTT-ensemble student", "bi", params.student.model, {
+            "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",
+            "loss": f"{1 - dp.infonce_weight:g} MAE + {dp.infonce_weight:g} InfoNCE (temperature {dp.temperature}) "
+                    "to the ensemble's embeddings", **cards.fit_facts(res.summary(), dp), "seed": params.seed},
+            "Distilled from an ensemble of contrastive sub-models; no gold score was learned."))
+        write_note_dir(dirs.cross, "recipe rtt-ensemble has no cross-encoder; its teacher is the ensemble of "
+                                   "sub-models in models/teacher")
+        with atomic_dir(dirs.pseudo) as tmp:  # what the student learned: the ensemble's embeddings
+            shutil.copyfile(file, tmp / schemas.pseudo_file(1, "ensemble"))
+        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(0, start, None),
+                                                         cycle_row(1, split_scores(student, scored, ep), None)])
+        res.write_curve(dirs.curve)
+        return {"recipe": self.name, "cycle": 1, "sentences": len(sentences), "dim": int(target.shape[1]),
+                "infonce_weight": dp.infonce_weight, "temperature": dp.temperature, **res.summary()}
+
+    def teacher_model(self, params: Params, cross: Path, teacher: Path) -> Ensemble:
+        ep = params.ensemble
+        return Ensemble.load(teacher, ep.weights, ep.weight_temperature, params.teacher.max_length)
+
+    def teacher_parts(self, teacher: Ensemble) -> dict:
+        return {f"sub/{n}": m for n, m in zip(teacher.names, teacher.members)}
+
+    def teacher_blocks(self, teacher: Ensemble, block: Callable[[str], dict]) -> dict:
+        """`ensemble` (the teacher) and `submodels`, one block each."""
+        return {"ensemble": block("cross"), "submodels": {n: block(f"sub/{n}") for n in teacher.names}}
+
+
+RECIPE = RTTEnsemble()

@@ -1,0 +1,146 @@
+"""The teacher labels pairs (stage label, for the recipes with a teacher): candidates are read, labelled and
+written chunk by chunk into data/silver/silver.parquet; for `kde`, the labelled pool is then cut to the
+pairs that make the silver score distribution match the gold one. Under domain adaptation the teacher
+(trained on the source domain) also labels the target's own training pairs, scores dropped (strategy
+`target`)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from pldistill import diagnostics, schemas
+from pldistill.config import Params
+from pldistill.datasets import gold_dir, task_of
+from pldistill.io import scratch, write_csv_rows
+from pldistill.runtime import seed_all
+from pldistill.teachers import Teacher
+
+CYCLE = 1  # the label stage's labelling is cycle 1 (Trans-Encoder's cycles label inside stage distill)
+TARGET = "target"  # domain adaptation: the strategy of the target's own training pairs (scores dropped)
+# Pairs labelled and written at a time: memory stays flat however many pairs there are (README "Labelling
+# a million pairs" measures it); batches are length-sorted inside a chunk.
+CHUNK_ROWS = 16_384
+
+
+def label_pairs(teacher: Teacher, pairs: pd.DataFrame, params: Params, cycle: int, labeller: str,
+                progress: bool = True) -> pd.DataFrame:
+    """The teacher's score (on the gold scale) and logit for every pair."""
+    score, logit = teacher.labels(pairs["sentence1"], pairs["sentence2"], params.label.batch_size, params.label.bf16,
+                                  progress=progress)
+    out = pairs.copy()
+    out["logit"] = logit
+    out["score"] = score
+    out["labeller"] = labeller
+    out["cycle"] = cycle
+    return out
+
+
+def label_stream(teacher: Teacher, chunks: Iterable[pd.DataFrame], total: int, params: Params, labeller: str,
+                 add: Callable[[pd.DataFrame], None]) -> np.ndarray:
+    """Label each chunk of pairs and hand it to ``add`` (a Parquet writer); return every score, in order."""
+    scores = [np.empty(0)]
+    with tqdm(total=total, desc="label", unit="pair", disable=not total, mininterval=2) as bar:
+        for chunk in chunks:
+            out = label_pairs(teacher, chunk, params, CYCLE, labeller, progress=False)
+            add(out)
+            scores.append(out["score"].to_numpy(np.float64))
+            bar.update(len(chunk))
+    return np.concatenate(scores)
+
+
+def candidate_chunks(params: Params, clean: Path, pairs: Path) -> tuple[Iterator[pd.DataFrame], int, int]:
+    """The pairs to label, in chunks; how many in all; how many of them come first from the target's own
+    training pairs (domain adaptation: scores dropped)."""
+    file = pairs / schemas.CANDIDATES_FILE
+    n = schemas.rows(file)
+    target = pd.DataFrame(columns=["sentence1", "sentence2", "strategy"])
+    if params.adapt.dataset:
+        own = schemas.read(clean / "train.parquet", schemas.PAIRS)[["sentence1", "sentence2"]]
+        target = own.assign(strategy=TARGET)
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        for i in range(0, len(target), CHUNK_ROWS):
+            yield target.iloc[i : i + CHUNK_ROWS]
+        if n:
+            yield from schemas.read_chunks(file, schemas.CANDIDATES, CHUNK_ROWS)
+
+    return chunks(), len(target) + n, len(target)
+
+
+def kde_keep(gold: pd.DataFrame, scores: np.ndarray, params: Params, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """Which labelled pool pairs KDE selects (a mask over ``scores``); report pool size, kept, dropped and
+    the pool's KL."""
+    task = task_of(params.adapt.data or params.data, gold)
+    gold_scores = gold["score"].to_numpy()
+    keep = diagnostics.kde_select(gold_scores, scores, task, rng, params.sample.kde.grid)
+    pool_kl = diagnostics.report(gold_scores, scores)[0]["kl_gold_silver"]
+    extra = {"kde": {"task": task, "pool": len(scores), "kept": int(keep.sum()), "dropped": int((~keep).sum()),
+                     "pool_kl_gold_silver": pool_kl}}
+    return keep, extra
+
+
+def kde_rewrite(pool: Path, out: Path, keep: np.ndarray) -> None:
+    """Copy the labelled pool to ``out``, keeping the rows ``keep`` marks, chunk by chunk."""
+    at = 0
+    with schemas.writer(out, schemas.PSEUDO) as add:
+        for chunk in schemas.read_chunks(pool, schemas.PSEUDO, CHUNK_ROWS):
+            add(chunk[keep[at : at + len(chunk)]])
+            at += len(chunk)
+
+
+def _report(gold: pd.DataFrame, scores: np.ndarray, density: Path) -> dict:
+    """The silver-vs-gold score diagnostics; the density plot."""
+    summary, rows = diagnostics.report(gold["score"].to_numpy(), scores)
+    write_csv_rows(density, ["score", "gold", "silver"], rows)
+    return summary
+
+
+def label_candidates(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path,
+                     gold_logits: bool = False) -> dict:
+    """Label the candidates with the teacher, streaming them to the silver file; KDE-select when
+    sample.strategy is kde. ``gold_logits``: also write the teacher's labels of the gold training pairs,
+    in their order (a DSE student learns them). Returns the diagnostics."""
+    rng, _ = seed_all(params.seed)
+    gold = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)  # the source's, when adapting
+    chunks, total, n_target = candidate_chunks(params, clean, pairs)
+    model = Teacher.load(teacher, params.teacher.max_length) if total or gold_logits else None
+    labeller = model.labeller(teacher) if model else ""
+    if gold_logits:
+        gold_pairs = gold[["sentence1", "sentence2"]].assign(strategy="gold")
+        schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, CYCLE, labeller),
+                      schemas.PSEUDO)
+    silver_file = silver_dir / schemas.SILVER_FILE
+    kde = params.sample.strategy == "kde"
+    extra: dict = {}
+    t0 = time.perf_counter()
+    with scratch(silver_file) if kde else contextlib.nullcontext(silver_file) as pool:
+        with schemas.writer(pool, schemas.PSEUDO, atomic=not kde) as add:  # kde: a pool first, then its selection
+            scores = label_stream(model, chunks, total, params, labeller, add) if model else np.empty(0)
+        seconds = time.perf_counter() - t0
+        if kde:
+            keep = np.ones(len(scores), bool)  # the target's own pairs (first) are all kept
+            if len(scores) > n_target:
+                selected, extra = kde_keep(gold, scores[n_target:], params, rng)
+                keep[n_target:] = selected
+            kde_rewrite(pool, silver_file, keep)
+            scores = scores[keep]
+    return {"cycle": CYCLE, "strategy": params.sample.strategy, "candidates": total, **_report(gold, scores, density),
+            **extra, "label_seconds": round(seconds, 1),
+            "label_pairs_per_s": round(total / seconds, 1) if seconds and total else None}
+
+
+def no_pairs(params: Params, clean: Path, silver_dir: Path, density: Path, reason: str,
+             extra: dict | None = None) -> dict:
+    """For a recipe that labels no pairs here: an empty silver file, and the report saying why (with
+    ``extra``: what it labelled instead)."""
+    gold = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)
+    schemas.write(silver_dir / schemas.SILVER_FILE, pd.DataFrame(columns=schemas.PSEUDO.names), schemas.PSEUDO)
+    return {"skipped": reason, "cycle": CYCLE, "strategy": params.sample.strategy, "candidates": 0,
+            **_report(gold, np.empty(0), density), **(extra or {}), "label_seconds": 0.0, "label_pairs_per_s": None}

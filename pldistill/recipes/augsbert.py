@@ -1,0 +1,58 @@
+"""Augmented SBERT (Thakur et al., 2021): a teacher fitted on the gold pairs labels new pairs (stage sample
+chose them), and the student bi-encoder learns gold + silver with a cosine-similarity MSE. Under domain
+adaptation the teacher learned the source domain and the student learns the target's silver pairs only,
+selected on the source's dev set (no target label is used). Teacher and label: the defaults of ``Recipe``."""
+
+from __future__ import annotations
+
+from pldistill import cards, schemas
+from pldistill.config import Params
+from pldistill.datasets import gold_dir
+from pldistill.io import atomic_dir, write_csv_rows
+from pldistill.models import BiEncoder
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, encode_speed, teacher_as_cross
+from pldistill.teachers import Teacher
+from pldistill.training import split_scores, train_bi_encoder
+
+
+class AugSBERT(Recipe):
+    name = "augsbert"
+
+    def distill(self, params: Params, dirs: DistillDirs) -> dict:
+        adapting = params.adapt.data
+        gold = schemas.read(dirs.clean / "train.parquet", schemas.PAIRS)
+        if adapting:  # the target's gold scores are never learned
+            gold = gold.iloc[:0]
+        scored = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+        select_on = schemas.read(gold_dir(params, dirs.clean) / "dev.parquet", schemas.PAIRS)
+        labelled = schemas.read(dirs.silver / schemas.SILVER_FILE, schemas.PSEUDO)
+        s1 = [*gold["sentence1"], *labelled["sentence1"]]
+        s2 = [*gold["sentence2"], *labelled["sentence2"]]
+        y = [*gold["score"], *labelled["score"]]
+        student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, select_on, params.seed,
+                                        desc="student")
+        sp = params.student
+        teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
+        student.save(dirs.bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
+            "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
+            "gold pairs": len(gold), "silver pairs": len(labelled),
+            "sampling": params.sample.strategy, "teacher": " + ".join(m.describe for m in teacher.members),
+            "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
+            "seed": params.seed},
+            f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
+            if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
+        teacher_as_cross(teacher, dirs.teacher, dirs.cross)
+        with atomic_dir(dirs.pseudo) as tmp:  # the silver labels the student learned in its one cycle
+            schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
+        ep = params.evaluate
+        start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(0, split_scores(start, scored, ep), None),
+                                                         cycle_row(1, split_scores(student, scored, ep),
+                                                                   split_scores(teacher, scored, ep))])
+        res.write_curve(dirs.curve)
+        return {"recipe": self.name, "cycle": 1, **({"adapt": adapting.name} if adapting else {}),
+                "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
+                **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
+
+
+RECIPE = AugSBERT()

@@ -1,0 +1,119 @@
+"""``Recipe``: what a method does at each stage. Its defaults are the supervised teacher's (Augmented
+SBERT and DSE share them): stage teacher fits and calibrates the teacher members on gold, stage label has
+the teacher label the candidate pairs, stage evaluate scores a bi-encoder student and the teacher.
+A recipe overrides what it does differently; ``distill`` is its own. Also the parts recipes share."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pandas as pd
+
+from pldistill import labelling, teachers
+from pldistill.config import EvaluateParams, Params, TrainParams
+from pldistill.io import atomic_dir, write_card, write_note_dir
+from pldistill.models import BiEncoder
+from pldistill.teachers import Teacher
+
+CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
+
+
+@dataclass(frozen=True)
+class DistillDirs:
+    """Stage distill's inputs and outputs (dvc.yaml names them)."""
+
+    clean: Path
+    pairs: Path
+    silver: Path
+    teacher: Path
+    pseudo: Path  # out: what the student learned, per cycle
+    bi: Path  # out: the student
+    cross: Path  # out: the cross-encoder, or a note
+    curve: Path  # out: the student's dev curve
+    cycles_plot: Path  # out: score per cycle
+
+
+class Recipe:
+    """One method. Each stage calls the method of the same name (evaluate: ``student``, ``teacher_model``
+    and ``teacher_blocks``)."""
+
+    name: ClassVar[str]
+    gold_logits: ClassVar[bool] = False  # stage label also labels the gold training pairs (a DSE student learns them)
+
+    def teacher(self, params: Params, clean: Path, out: Path, curve: Path) -> dict:
+        """Stage teacher: make the model(s) that label for the student; return the report."""
+        return teachers.build(params, clean, out, curve)
+
+    def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
+        """Stage label: the teacher's labels into ``silver_dir``; return the diagnostics."""
+        return labelling.label_candidates(params, clean, pairs, teacher, silver_dir, density, self.gold_logits)
+
+    def distill(self, params: Params, dirs: DistillDirs) -> dict:
+        """Stage distill: train the student(s); return the report."""
+        raise NotImplementedError
+
+    def student(self, params: Params, bi: Path) -> BiEncoder:
+        """Stage evaluate: the trained student, ready to ``score`` pairs."""
+        return BiEncoder.load(str(bi), params.student.max_length)
+
+    def teacher_model(self, params: Params, cross: Path, teacher: Path) -> Teacher:
+        """Stage evaluate: the teacher, ready to ``score`` pairs."""
+        return Teacher.load(teacher, params.teacher.max_length)
+
+    def teacher_parts(self, teacher: Teacher) -> dict:
+        """Stage evaluate: the teacher's parts scored on their own too (an ensemble's members), by block name."""
+        return {f"member/{m.name}": m for m in teacher.members} if len(teacher.members) > 1 else {}
+
+    def teacher_blocks(self, teacher: Teacher, block: Callable[[str], dict]) -> dict:
+        """eval.json's teacher blocks: `cross` for one cross-encoder (as before teachers had kinds), else
+        `teacher` and, with several members, each member's under `members`."""
+        if teacher.single_cross:
+            return {"cross": block("cross")}
+        members = {name.removeprefix("member/"): block(name) for name in self.teacher_parts(teacher)}
+        return {"teacher": block("cross"), **({"members": members} if members else {})}
+
+
+def copy_dir(src: Path, dst: Path, card: str | None = None) -> None:
+    """Copy a model directory whole; ``card`` replaces its README.md."""
+    with atomic_dir(dst) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        write_card(tmp, card)
+
+
+def cycle_row(cycle: int, bi: dict | None, cross: dict | None) -> list:
+    """One line of the score-per-cycle plot: Spearman x100 on dev and test (blank where no model)."""
+    return [cycle, *(("" if b is None else b[s]["spearman"]) for b in (bi, cross) for s in ("dev", "test"))]
+
+
+def teacher_as_cross(teacher: Teacher, path: Path, cross: Path) -> None:
+    """models/cross: the teacher, when it is one cross-encoder; else a note pointing at models/teacher."""
+    if teacher.cross_dir:
+        copy_dir(path / teacher.cross_dir, cross)
+    else:
+        write_note_dir(cross, "the teacher is not one cross-encoder: " + "; ".join(m.describe for m in teacher.members)
+                       + f". It lives in {path} (pldistill.teachers.Teacher.load)")
+
+
+def encode_speed(student: BiEncoder, sp: TrainParams, dev: pd.DataFrame, ep: EvaluateParams) -> dict:
+    """A pruned student's encoding speed against its full starting model, on the dev sentences (best of 3)."""
+    full = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    sentences = list(dict.fromkeys([*dev["sentence1"], *dev["sentence2"]]))
+
+    def per_s(model: BiEncoder) -> float:
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            model.encode(sentences, ep.batch_size, ep.bf16)
+            best = min(best, time.perf_counter() - t0)
+        return len(sentences) / best
+
+    pruned_s, full_s = per_s(student), per_s(full)
+    return {"layers": list(sp.layers), "full_layers": full.model[0].auto_model.config.num_hidden_layers,
+            "sentences": len(sentences), "sentences_per_s": {"pruned": round(pruned_s, 1), "full": round(full_s, 1)},
+            "speedup": round(pruned_s / full_s, 2)}

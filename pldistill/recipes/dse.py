@@ -1,0 +1,83 @@
+"""Distilled Sentence Embedding (Barkan et al., 2020): a bi-encoder student with a small learned
+similarity head over [u, v, u*v, |u-v|] (pldistill.dse) learns the teacher's logits on every pair, mixed
+with the gold labels on the gold pairs (weight dse.alpha). Its teacher and labels are the supervised
+defaults, plus the teacher's logits on the gold pairs (stage label)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pldistill import cards, schemas
+from pldistill.config import Params
+from pldistill.datasets import task_of
+from pldistill.dse import DSE
+from pldistill.io import atomic_dir, write_csv_rows
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, teacher_as_cross
+from pldistill.runtime import seed_all
+from pldistill.teachers import Teacher
+from pldistill.training import dev_spearman, fit, split_scores
+
+
+def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, gold_file: Path,
+             silver: Path) -> pd.DataFrame:
+    """Gold pairs (with their teacher logits and gold scores), then silver pairs (gold NaN)."""
+    logits_file = silver / schemas.GOLD_LOGITS_FILE
+    same = len(on_gold) == len(gold) and all((on_gold[c].to_numpy() == gold[c].to_numpy()).all()
+                                             for c in ("sentence1", "sentence2"))
+    if not same:
+        raise schemas.SchemaError(f"{logits_file}: does not follow {gold_file} row by row; rerun stage label "
+                                  "(`dvc repro -f -s label`)")
+    for name, df in ((logits_file, on_gold), (silver / schemas.SILVER_FILE, labelled)):
+        if df["logit"].isna().any():
+            raise schemas.SchemaError(f"{name}: column 'logit' has {int(df['logit'].isna().sum())} null value(s); "
+                                      "DSE learns the teacher's logit for every pair")
+    return pd.concat([on_gold.assign(gold=gold["score"].to_numpy()), labelled.assign(gold=np.nan)], ignore_index=True)
+
+
+class DSERecipe(Recipe):
+    name = "dse"
+    gold_logits = True
+
+    def distill(self, params: Params, dirs: DistillDirs) -> dict:
+        dp = params.dse
+        _, gen = seed_all(params.seed)  # also the head's init
+        gold = schemas.read(dirs.clean / "train.parquet", schemas.PAIRS)
+        scored = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+        on_gold = schemas.read(dirs.silver / schemas.GOLD_LOGITS_FILE, schemas.PSEUDO)
+        labelled = schemas.read(dirs.silver / schemas.SILVER_FILE, schemas.PSEUDO)
+        rows = dse_rows(gold, on_gold, labelled, dirs.clean / "train.parquet", dirs.silver)
+        target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
+        sp = params.student
+        student = DSE.create(sp.model, dp.pooling, dp.hidden, dp.max_length, sp.trust_remote_code, sp.layers)
+        task = task_of(params.data, gold)
+        res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]),
+                  list(rows["sentence2"]), target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen,
+                  desc="dse student", lr_by_prefix={"head": dp.head_lr})
+        student.save(dirs.bi, cards.card("DSE student", "bi", sp.model, {
+            "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled), "alpha": dp.alpha,
+            "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",
+            "loss": "alpha (S - T)^2 + (1 - alpha) loss on gold; (S - T)^2 on silver",
+            **cards.fit_facts(res.summary(), dp), "seed": params.seed},
+            "A Distilled Sentence Embedding student. Load it with `pldistill.dse.DSE.load(path)` to score pairs "
+            "through its learned head (from cached embeddings); plain `SentenceTransformer(path)` loads the "
+            "encoder alone, with mean pooling and cosine."))
+        teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
+        teacher_as_cross(teacher, dirs.teacher, dirs.cross)
+        with atomic_dir(dirs.pseudo) as tmp:  # what the student learned: the teacher's logits on gold and silver
+            schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO)
+        ep = params.evaluate
+        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(1, split_scores(student, scored, ep),
+                                                                   split_scores(teacher, scored, ep))])
+        res.write_curve(dirs.curve)
+        return {"recipe": self.name, "alpha": dp.alpha, "pooling": dp.pooling, "head_dim": student.head.dim,
+                "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
+
+    def student(self, params: Params, bi: Path) -> DSE:
+        """The DSE student scores pairs through its head, at its training length."""
+        return DSE.load(bi)
+
+
+RECIPE = DSERecipe()
