@@ -1,0 +1,35 @@
+"""The recipe registry, and stages that never branch on the recipe (pldistill.recipes)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pldistill import recipes
+from pldistill.config import ConfigError, parse_params
+from pldistill.recipes.base import Recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", recipes.RECIPES)
+def test_every_registered_name_gets_its_own_recipe(name):
+    recipe = recipes.get(name)
+    assert isinstance(recipe, Recipe) and recipe.name == name
+    assert type(recipe).distill is not Recipe.distill  # each method trains its own student
+
+
+def test_config_takes_its_recipe_names_from_the_registry():
+    assert parse_params({"recipe": "dse"}).recipe == "dse"
+    with pytest.raises(ConfigError, match="augsbert, trans-encoder, dse, rtt-ensemble"):
+        parse_params({"recipe": "augsbret"})
+    with pytest.raises(KeyError, match="expected one of augsbert"):
+        recipes.get("augsbret")
+
+
+@pytest.mark.parametrize("stage", sorted(p.name for p in (ROOT / "stages").glob("*.py") if p.name != "__init__.py"))
+def test_stage_modules_do_not_branch_on_the_recipe(stage):
+    code = (ROOT / "stages" / stage).read_text()
+    uses = [line for line in code.splitlines() if re.search(r"\.recipe\b", line)]
+    assert all("recipes.get(params.recipe)" in u for u in uses), uses
+    assert "dse_head" not in code and "HEAD_DIR" not in code  # no sniffing a model folder for its recipe
