@@ -15,17 +15,36 @@ from pldistill.bundled import BUNDLED
 from pldistill.recipes import RECIPES  # the recipe registry's names (pldistill.recipes imports nothing heavy)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-NAMED_DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
 DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")
-STRATEGIES = ("none", "random", "bm25", "semantic", "bm25+semantic", "kde")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression", "classification")
 TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
 CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
 BUNDLED_MODELS = tuple(BUNDLED)  # `bundled:<name>`; weights and sha256 in pldistill.bundled
+
+
+def named_datasets() -> tuple[str, ...]:
+    """The datasets read by name: pldistill.datasets' registry (imported here late: it imports this module)."""
+    from pldistill.datasets import LOADERS
+
+    return tuple(LOADERS)
+
+
+def strategies() -> tuple[str, ...]:
+    """The sampling strategies: pldistill.sampling's registry."""
+    from pldistill.sampling import REGISTRY
+
+    return tuple(REGISTRY)
+
+
+def rtt_backends() -> tuple[str, ...]:
+    """The round-trip translation backends: none, then pldistill.rtt's registry."""
+    from pldistill.rtt import BACKENDS
+
+    return ("none", *BACKENDS)
 
 
 class ConfigError(ValueError):
@@ -69,10 +88,10 @@ class DataParams(_Section):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, v: str) -> str:
-        if v in NAMED_DATASETS or v.lower().endswith(TABLE_SUFFIXES):
+        if v in named_datasets() or v.lower().endswith(TABLE_SUFFIXES):
             return v
         raise ValueError(
-            f"expected one of {', '.join(NAMED_DATASETS)} or a path ending in "
+            f"expected one of {', '.join(named_datasets())} or a path ending in "
             f"{', '.join(TABLE_SUFFIXES)}; found {v!r}"
         )
 
@@ -101,7 +120,7 @@ class DataParams(_Section):
     @property
     def name(self) -> str:
         """Folder name under data/raw/: the dataset's name, or a path's file stem."""
-        if self.dataset in NAMED_DATASETS:
+        if self.dataset in named_datasets():
             return self.dataset
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
 
@@ -135,7 +154,7 @@ Bf16 = Literal["auto", True, False]
 class RTTParams(_Section):
     """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
 
-    backend: Literal["none", "marian", "table"] = "none"
+    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS
     source: str = "en"  # the corpus language
     languages: tuple[str, ...] = ("de",)  # pivot languages
     models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
@@ -148,6 +167,8 @@ class RTTParams(_Section):
     num_beams: int = Field(4, ge=1)
     max_new_tokens: int = Field(128, ge=1)
     bf16: Bf16 = "auto"
+
+    _known_backend = field_validator("backend")(lambda v: _one_of(v, rtt_backends()))
 
     @model_validator(mode="after")
     def _table_needs_a_file(self) -> RTTParams:
@@ -211,7 +232,7 @@ class SampleParams(_Section):
     semantic: SemanticParams = SemanticParams()
     kde: KDEParams = KDEParams()
 
-    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, STRATEGIES))
+    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, strategies()))
 
 
 class StepParams(_Section):

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -474,22 +475,24 @@ def load_demo(params: DataParams, rng: np.random.Generator) -> Loaded:
     return load_table(path, params.model_copy(update={"columns": {}}), rng, (0.0, 5.0))
 
 
+# The datasets read by name (data.dataset); anything else is a table's path. config takes the names from here.
+LOADERS: dict[str, Callable[[DataParams, np.random.Generator], Loaded]] = {
+    "demo": load_demo,
+    "stsb": lambda params, rng: load_stsb(params),
+    "sickr": lambda params, rng: load_sickr(params),
+    "mrpc": lambda params, rng: load_mrpc(params),
+    "qqp": load_qqp,
+}
+
+
 def load(params: DataParams, rng: np.random.Generator | int) -> Loaded:
     """Load the dataset named by ``params.dataset``; every split must keep at least one row.
 
     ``rng`` (a generator, or a seed for one) splits a table that has no split column.
     """
     rng = np.random.default_rng(rng)  # returns a Generator as it is
-    if params.dataset == "demo":
-        loaded = load_demo(params, rng)
-    elif params.dataset == "stsb":
-        loaded = load_stsb(params)
-    elif params.dataset == "sickr":
-        loaded = load_sickr(params)
-    elif params.dataset == "mrpc":
-        loaded = load_mrpc(params)
-    elif params.dataset == "qqp":
-        loaded = load_qqp(params, rng)
+    if params.dataset in LOADERS:
+        loaded = LOADERS[params.dataset](params, rng)
     else:
         loaded = load_table(Path(params.dataset), params, rng, params.score_range)
     for split, df in loaded.splits.items():

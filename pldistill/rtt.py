@@ -151,6 +151,14 @@ class Table:
         return [self.lookup.get((s, language)) for s in sentences]
 
 
+# augment.rtt.backend -> the round trip it runs, made from the params and the corpus's script.
+BACKENDS: dict[str, Callable[..., RoundTrip]] = {
+    "marian": lambda p, script: Marian(p.augment.rtt.source, dict(p.augment.rtt.models), p.augment.rtt.batch_size,
+                                       p.augment.rtt.num_beams, p.augment.rtt.max_new_tokens, p.augment.rtt.bf16),
+    "table": lambda p, script: Table(p.augment.rtt.table, script, p.augment.unicode_form),
+}
+
+
 def paraphrase(corpus: list[str], languages: Sequence[str], round_trip: RoundTrip, script: str, min_chars: int,
                form: str = "NFKC") -> tuple[pd.DataFrame, Counter]:
     """(sentence, paraphrase, language) for every corpus sentence and pivot language; paraphrases are

@@ -50,13 +50,6 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
     return result
 
 
-BACKENDS = {
-    "marian": lambda p, script: rtt.Marian(p.augment.rtt.source, dict(p.augment.rtt.models), p.augment.rtt.batch_size,
-                                           p.augment.rtt.num_beams, p.augment.rtt.max_new_tokens, p.augment.rtt.bf16),
-    "table": lambda p, script: rtt.Table(p.augment.rtt.table, script, p.augment.unicode_form),
-}
-
-
 def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:
     """Clean (and compensate) the corpus, paraphrase it through every pivot language; report counts."""
     rp, form = params.augment.rtt, params.augment.unicode_form
@@ -71,7 +64,7 @@ def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:
     if rp.corpus and rp.compensate:  # the task's own sentences replace what cleaning took out
         task_clean, _ = rtt.clean_corpus(task, script, rp.min_chars, form)
         corpus, added = rtt.compensate(corpus, task_clean, sum(dropped.values()))
-    backend = BACKENDS[rp.backend](params, script)
+    backend = rtt.BACKENDS[rp.backend](params, script)
     pairs, counts = rtt.paraphrase(corpus, rp.languages, backend, script, rp.min_chars, form)
     counts.update({k: v for k, v in getattr(backend, "counts", {}).items() if v})  # the table's own drops
     schemas.write(out, pairs, schemas.PARAPHRASES)

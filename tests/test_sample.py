@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from pldistill import schemas
-from pldistill.config import STRATEGIES, parse_params
+from pldistill.config import ConfigError, parse_params, strategies
 from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
@@ -33,8 +33,13 @@ def check_new_unique(pairs, gold):
     assert set(pairs["sentence1"]) <= sentences and set(pairs["sentence2"]) <= sentences
 
 
-def test_registry_covers_every_allowed_strategy():
-    assert set(REGISTRY) == set(STRATEGIES)
+def test_config_allows_exactly_the_registered_strategies(monkeypatch):
+    assert strategies() == tuple(REGISTRY)
+    monkeypatch.setitem(REGISTRY, "mine", lambda ctx: None)  # a new strategy is allowed once registered
+    assert parse_params({"sample": {"strategy": "mine"}}).sample.strategy == "mine"
+    monkeypatch.delitem(REGISTRY, "mine")
+    with pytest.raises(ConfigError, match="sample.strategy: expected one of"):
+        parse_params({"sample": {"strategy": "mine"}})
 
 
 def test_bm25_pairs_are_new_unique_and_labelled_by_strategy():
