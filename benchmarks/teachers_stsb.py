@@ -68,6 +68,9 @@ ROWS = {
     "aug-ensemble": ("ensemble", "bm25", "augsbert", {}),
     "dse-mpnet-bi": ("mpnet-bi", "none", "dse", {}),
     "dse-gold": ("mpnet-bi", "none", "dse-gold", {}),  # alpha 0: the same DSE student on gold alone
+    # Both students above stop at their last step, still improving: the same two with 4 epochs.
+    "gold-only-e4": (None, "none", "augsbert", {"epochs": 4}),
+    "aug-mpnet-bi-e4": ("mpnet-bi", "bm25", "augsbert", {"epochs": 4}),
     "pruned-gold-only": (None, "none", "augsbert", PRUNED_STUDENT),
     "pruned-aug-mpnet-bi": ("mpnet-bi", "bm25", "augsbert", PRUNED_STUDENT),
     "pruned-aug-minilm-bi": ("minilm-bi", "bm25", "augsbert", PRUNED_STUDENT),
@@ -125,7 +128,8 @@ def run_row(name: str, stsb: str, out: Path) -> dict:
     base, clean = out / "base", out / "base/data/clean"
     seconds = {"download": timed(base / "download.json", download, p, base / "data/raw", base / "download.json")}
     seconds["augment"] = timed(base / "augment.json", augment, p, base / "data/raw", clean, base / "augment.json")
-    skey = "pruned" if student.get("layers") else "full"
+    skey = ("pruned" if student.get("layers") else "full") + (f"-e{student['epochs']}" if set(student) == {"epochs"}
+                                                             else "")
     g = out / f"gold-{skey}"
     seconds["gold"] = timed(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "gold-dev.csv")
     pairs = out / f"pairs-{strategy}{top}"
