@@ -1,22 +1,28 @@
-"""Shared fixtures: a tiny randomly initialised BERT (built from a config, never downloaded) and small data."""
+"""Shared fixtures: a tiny randomly initialised BERT (built from a config, never downloaded), small data,
+and whole stage chains built once per session for the tests that only read them (``chains``)."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 import yaml
+from pydantic import BaseModel
 from transformers import BertConfig, BertModel
 
-from pldistill.config import parse_params
+from pldistill.config import Params, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
 
 
 @pytest.fixture(scope="session")
@@ -47,13 +53,18 @@ def make_pairs(n: int, offset: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
 
 
-@pytest.fixture
-def tiny_params(tiny_model_dir):
+def tiny(model_dir: Path) -> Params:
     """Params for a fast end-to-end run on the tiny model."""
-    model = str(tiny_model_dir)
+    model = str(model_dir)
     train = {"model": model, "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     return parse_params({"seed": 7, "teacher": train, "student": train, "sample": {"top_k": 2},
                          "label": {"batch_size": 16, "bf16": False}, "evaluate": {"bf16": False}})
+
+
+@pytest.fixture
+def tiny_params(tiny_model_dir):
+    """Params for a fast end-to-end run on the tiny model."""
+    return tiny(tiny_model_dir)
 
 
 def make_project(dest: Path, model_dir: Path) -> Path:
@@ -76,3 +87,244 @@ def make_project(dest: Path, model_dir: Path) -> Path:
     subprocess.run("git init -q && git config user.name t && git config user.email t@t && git add -A "
                    "&& git commit -qm init", shell=True, cwd=dest, check=True, capture_output=True)
     return dest
+
+
+# -- the params keys code reads ---------------------------------------------------------------------------
+
+# Properties that build a new section out of a section's own keys (AdaptParams.data: the source as a
+# DataParams; TeacherParams.ensemble: the section itself as its first member): reads through the result
+# are reads of the section's keys, not of everything the property dumped to build it.
+VIEWS = {("AdaptParams", "data"), ("TeacherParams", "ensemble")}
+
+
+def _key(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _leaves(section: BaseModel, path: str, include=None, exclude=None) -> Iterator[str]:
+    """The dotted keys under ``section`` (pydantic's top-level ``include`` / ``exclude`` applied)."""
+    for name in type(section).model_fields:
+        if (include is not None and name not in include) or (
+                exclude is not None and name in exclude and (not isinstance(exclude, dict) or exclude[name] is True)):
+            continue
+        value = object.__getattribute__(section, name)
+        yield from _leaves(value, _key(path, name)) if isinstance(value, BaseModel) else [_key(path, name)]
+
+
+class ParamReads:
+    """While installed (``with``), the params keys, dotted as dvc.yaml names them, that code reads from
+    ``self.params``: a copy of the given Params to hand to the code.
+
+    A read is an attribute read of a field of ``self.params`` or of a section reached from it, or a key in
+    what ``model_dump`` returns. A list or dict value (teacher.members, data.columns) is one key: DVC
+    tracks no item of a list. Sections are known by identity, so ``self.params`` is rebuilt from a dump:
+    pydantic shares default section objects between keys (data.split and adapt.split), a copy does not.
+    """
+
+    def __init__(self, params: Params):
+        self.params = type(params).model_validate(params.model_dump())
+        self.keys: set[str] = set()
+        self._paths: dict[int, str] = {}
+        self._alive: list[BaseModel] = []  # every section seen stays alive, so no id is reused
+        self._in_view = 0
+        self._register(self.params, "")
+
+    def _register(self, section: BaseModel, path: str) -> None:
+        self._paths[id(section)] = path
+        self._alive.append(section)
+
+    def _getattribute(self, obj: BaseModel, name: str) -> object:
+        path = self._paths.get(id(obj))
+        if path is None:
+            return object.__getattribute__(obj, name)
+        if name in type(obj).model_fields:
+            value = object.__getattribute__(obj, name)
+            if isinstance(value, BaseModel):
+                self._register(value, _key(path, name))
+            else:
+                self.keys.add(_key(path, name))
+            return value
+        if name in ("model_dump", "model_dump_json"):
+            dump = object.__getattribute__(obj, name)
+
+            def recorded_dump(*args, include=None, exclude=None, **kwargs):
+                if not self._in_view:
+                    self.keys.update(_leaves(obj, path, include, exclude))
+                return dump(*args, include=include, exclude=exclude, **kwargs)
+            return recorded_dump
+        if name == "model_copy":
+            copy = object.__getattribute__(obj, name)
+
+            def recorded_copy(*args, **kwargs):
+                new = copy(*args, **kwargs)
+                self._register(new, path)
+                return new
+            return recorded_copy
+        if (type(obj).__name__, name) in VIEWS:
+            self._in_view += 1
+            try:
+                value = object.__getattribute__(obj, name)
+            finally:
+                self._in_view -= 1
+            own = value[0] if isinstance(value, tuple) else value
+            if own is not None:
+                self._register(own, path)
+            return value
+        return object.__getattribute__(obj, name)
+
+    def __enter__(self) -> ParamReads:
+        assert "__getattribute__" not in BaseModel.__dict__, "ParamReads does not nest"
+        reads = self
+        BaseModel.__getattribute__ = lambda obj, name: reads._getattribute(obj, name)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del BaseModel.__getattribute__
+
+
+# -- stage chains -------------------------------------------------------------------------------------------
+
+def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]:
+    """Each stage function and its paths, for a chain whose folders and reports live under ``root``."""
+    from stages.augment import augment
+    from stages.distill import distill
+    from stages.download import download
+    from stages.evaluate import evaluate
+    from stages.gold import gold
+    from stages.label import label
+    from stages.sample import sample
+    from stages.teacher import teacher
+
+    m, clean, pairs = root / "metrics", root / "data/clean", root / "data/pairs"
+    silver, models = root / "data/silver", root / "models"
+    return {
+        "download": (download, [root / "data/raw", m / "download.json"]),
+        "augment": (augment, [root / "data/raw", clean, m / "augment.json"]),
+        "gold": (gold, [clean, models / "gold", m / "gold.json", m / "gold-dev.csv"]),
+        "sample": (sample, [clean, models / "gold", pairs, m / "sample.json"]),
+        "teacher": (teacher, [clean, models / "teacher", m / "teacher.json", m / "teacher-dev.csv"]),
+        "label": (label, [clean, pairs, models / "teacher", silver, m / "label.json", m / "score-density.csv"]),
+        "distill": (distill, [clean, pairs, silver, models / "teacher", root / "data/pseudo", models / "bi",
+                              models / "cross", m / "distill.json", m / "student-dev.csv", m / "cycles.csv"]),
+        "evaluate": (evaluate, [clean, models / "bi", models / "cross", models / "teacher", models / "gold",
+                                m / "eval.json", m / "test-predictions.csv"]),
+    }
+
+
+def run_chain(params: Params, root: Path, stages: tuple[str, ...] = STAGES,
+              reads: dict[str, set[str]] | None = None) -> dict:
+    """Run ``stages`` in order at ``root``; return the last one's report (all: eval.json). With ``reads``,
+    also record there, per stage, the params keys it read."""
+    calls = stage_calls(root)
+    result: dict = {}
+    for name in stages:
+        fn, paths = calls[name]
+        if reads is None:
+            result = fn(params, *paths)
+            continue
+        with ParamReads(params) as recorded:
+            result = fn(recorded.params, *paths)
+        reads.setdefault(name, set()).update(recorded.keys)
+    return result
+
+
+def _small(params: Params) -> Params:
+    """The chains' params: the tiny model on 60 training pairs."""
+    return params.model_copy(update={"data": params.data.model_copy(update={"max_train": 60})})
+
+
+def adaptation_target() -> pd.DataFrame:
+    """The target of the domain-adaptation chain: a table with its own split column."""
+    return make_pairs(90, offset=300).assign(split=["train"] * 50 + ["dev"] * 20 + ["test"] * 20)
+
+
+def adaptation_params(small: Params, target_csv: Path) -> Params:
+    """Domain adaptation: 40 pairs of the demo data as the source, the table at ``target_csv`` as the target."""
+    return parse_params({**small.model_dump(mode="json"), "data": {"dataset": str(target_csv)},
+                         "adapt": {"dataset": "demo", "max_train": 40}})
+
+
+def _trans_encoder(small: Params, tables: Path) -> Params:
+    trans = small.trans.model_copy(update={"cross": small.trans.cross.model_copy(update={"batch_size": 8}),
+                                           "bi": small.trans.bi.model_copy(update={"epochs": 1, "batch_size": 8})})
+    return small.model_copy(update={"recipe": "trans-encoder", "cycles": 2, "trans": trans})
+
+
+def _dse(small: Params, tables: Path) -> Params:
+    dse = small.dse.model_copy(update={"epochs": 3, "batch_size": 8, "lr": 1e-3, "hidden": 16, "max_length": 32,
+                                       "pooling": "last4"})
+    return small.model_copy(update={"recipe": "dse", "dse": dse})
+
+
+def _rtt_ensemble(small: Params, tables: Path) -> Params:
+    sub = {"epochs": 1, "batch_size": 16, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
+    ens = small.ensemble.model_copy(update={
+        "k": 2, "weights": "softmax",
+        "sub": small.ensemble.sub.model_copy(update=sub),
+        "distill": small.ensemble.distill.model_copy(update=sub)})
+    return small.model_copy(update={"recipe": "rtt-ensemble", "ensemble": ens})
+
+
+def _classification(small: Params, tables: Path) -> Params:
+    table = make_pairs(160).assign(score=lambda d: (d["score"] > 0.5).astype(int))
+    table.to_csv(tables / "dups.csv", index=False)
+    raw = small.model_dump(mode="json")
+    return parse_params({**raw, "data": {**raw["data"], "dataset": str(tables / "dups.csv"),
+                                         "split": {"dev": 0.2, "test": 0.2}}})
+
+
+def _adaptation(small: Params, tables: Path) -> Params:
+    adaptation_target().to_csv(tables / "target.csv", index=False)
+    return adaptation_params(small, tables / "target.csv")
+
+
+# The chains tests share, by name: each recipe on the demo data, a classification table, domain adaptation.
+CHAINS: dict[str, Callable[[Params, Path], Params]] = {
+    "augsbert": lambda small, tables: small, "trans-encoder": _trans_encoder, "dse": _dse,
+    "rtt-ensemble": _rtt_ensemble, "classification": _classification, "adaptation": _adaptation}
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A chain built once per session. Read it; to run a stage on it, copy it first (``copy_to``)."""
+
+    name: str
+    params: Params
+    root: Path
+    result: dict  # eval.json
+    reads: dict[str, set[str]]  # stage -> the params keys it read
+
+    def copy_to(self, dest: Path) -> Path:
+        shutil.copytree(self.root, dest, dirs_exist_ok=True)
+        return dest
+
+
+def _manifest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]:
+    """``chains(name)``: the chain of CHAINS[name], built on first use, with the params keys each stage read.
+    At the end of the session every built chain must be byte for byte as built: a test that wrote into
+    one would have changed what later tests read."""
+    built: dict[str, Chain] = {}
+    manifests: dict[str, dict[str, str]] = {}
+
+    def get(name: str) -> Chain:
+        if name not in built:
+            work = tmp_path_factory.mktemp(f"chain-{name}")
+            (work / "tables").mkdir()
+            params = CHAINS[name](_small(tiny(tiny_model_dir)), work / "tables")
+            reads: dict[str, set[str]] = {}
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("PLDISTILL_STORE", str(work / "store"))  # trans-encoder's finished steps
+                result = run_chain(params, work / "chain", reads=reads)
+            built[name] = Chain(name, params, work / "chain", result, reads)
+            manifests[name] = _manifest(work / "chain")
+        return built[name]
+
+    yield get
+    changed = sorted(name for name, chain in built.items() if _manifest(chain.root) != manifests[name])
+    assert not changed, f"tests wrote into the shared chains {changed}; copy one (Chain.copy_to) before writing"

@@ -1,6 +1,7 @@
 """Slow tier: the real `dvc repro` / `dvc exp run` on a copy of the project, with the tiny model."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,21 +21,29 @@ def sh(cmd: str, cwd: Path) -> str:
     return proc.stdout + proc.stderr
 
 
-@pytest.fixture
-def project(tmp_path, tiny_model_dir):
-    return make_project(tmp_path, tiny_model_dir)
-
-
 STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
 
 
-def test_repro_is_cached_and_exp_reruns_from_sample(project):
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory, tiny_model_dir) -> tuple[Path, str]:
+    """A project after its first `dvc repro`, committed, and what that repro printed. Experiments write
+    into a project: each test runs them on its own copy (``project``)."""
+    project = make_project(tmp_path_factory.mktemp("reproduced"), tiny_model_dir)
     out = sh("dvc repro", project)
-    for stage in STAGES:
-        assert f"Running stage '{stage}'" in out
-    assert (project / "metrics/eval.json").is_file()
-    assert "Running stage" not in sh("dvc repro", project)
     sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
+    return project, out
+
+
+@pytest.fixture
+def project(reproduced, tmp_path) -> Path:
+    return Path(shutil.copytree(reproduced[0], tmp_path / "project", symlinks=True))
+
+
+def test_repro_is_cached_and_exp_reruns_from_sample(reproduced, project):
+    for stage in STAGES:
+        assert f"Running stage '{stage}'" in reproduced[1]
+    assert (project / "metrics/eval.json").is_file()
+    assert "Running stage" not in sh("dvc repro", project)  # a copy too: DVC compares contents, not paths
 
     out = sh("dvc exp run -S sample.top_k=5", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}
@@ -51,8 +60,6 @@ def test_repro_is_cached_and_exp_reruns_from_sample(project):
 
 
 def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
-    sh("dvc repro", project)
-    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
     out = sh("dvc exp run -S sample.strategy=kde -S sample.kde.pool=300", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}
     assert ran >= {"sample", "label", "distill"} and not ran & {"download", "augment", "gold", "teacher"}, out[-2000:]
@@ -63,8 +70,6 @@ def test_kde_experiment_reuses_teacher_and_plots_the_densities(project):
 
 
 def test_trans_encoder_experiment_adds_cycles_without_redoing_them(project):
-    sh("dvc repro", project)
-    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm run", project)
     small = "-S recipe=trans-encoder -S trans.bi.epochs=1 -S trans.bi.batch_size=16 -S trans.cross.batch_size=16"
     out = sh(f"dvc exp run {small} -S cycles=1", project)
     ran = {s for s in STAGES if f"Running stage '{s}'" in out}

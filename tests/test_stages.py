@@ -1,4 +1,7 @@
-"""The whole chain, stage function by stage function, on the tiny model and a slice of the demo data."""
+"""The whole chain, stage function by stage function, on the tiny model and a slice of the demo data.
+
+The chains are built once per session (conftest ``chains``): a test that only reads one shares it; a test
+that runs a stage again copies it first, or starts its own."""
 
 import json
 
@@ -8,30 +11,9 @@ import pytest
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
-from stages.augment import augment
-from stages.distill import distill
-from stages.download import download
+from pldistill.config import parse_params
 from stages.evaluate import evaluate
-from stages.gold import gold
-from stages.label import label
-from stages.sample import sample
-from stages.teacher import teacher
-
-
-def run_chain(params, root):
-    m = root / "metrics"
-    download(params, root / "data/raw", m / "download.json")
-    augment(params, root / "data/raw", root / "data/clean", m / "augment.json")
-    gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
-    sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
-    teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
-    label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/silver",
-          m / "label.json", m / "score-density.csv")
-    distill(params, root / "data/clean", root / "data/pairs", root / "data/silver", root / "models/teacher",
-            root / "data/pseudo", root / "models/bi", root / "models/cross", m / "distill.json", m / "student-dev.csv",
-            m / "cycles.csv")
-    return evaluate(params, root / "data/clean", root / "models/bi", root / "models/cross", root / "models/teacher",
-                    root / "models/gold", m / "eval.json", m / "test-predictions.csv")
+from tests.conftest import STAGES, adaptation_target, run_chain  # noqa: F401  (tests.test_teachers imports run_chain)
 
 
 @pytest.fixture
@@ -39,73 +21,73 @@ def small(tiny_params):
     return tiny_params.model_copy(update={"data": tiny_params.data.model_copy(update={"max_train": 60})})
 
 
-def test_chain_writes_every_artifact_users_rely_on(small, tmp_path):
-    result = run_chain(small, tmp_path)
+def test_chain_writes_every_artifact_users_rely_on(chains):
+    chain = chains("augsbert")
+    result, root = chain.result, chain.root
     assert set(result["baseline"]) == {"start", "gold", "jaccard"}
     for block in (result["bi"], result["cross"], *result["baseline"].values()):
         assert set(block) == {"dev", "test"} and set(block["test"]) == {"spearman", "pearson"}
-    assert json.loads((tmp_path / "metrics/eval.json").read_text()) == result
+    assert json.loads((root / "metrics/eval.json").read_text()) == result
 
-    pseudo = schemas.read(tmp_path / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
-    cands = schemas.read(tmp_path / "data/pairs/candidates.parquet", schemas.CANDIDATES)
+    pseudo = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
+    cands = schemas.read(root / "data/pairs/candidates.parquet", schemas.CANDIDATES)
     assert len(pseudo) == len(cands) > 0
     assert pseudo["score"].between(0, 1).all() and (pseudo["cycle"] == 1).all()
     assert pseudo["labeller"].str.fullmatch(r"cross:.+@[0-9a-f]{12}").all()  # spec @ fine-tuned weights' hash
-    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    report = json.loads((root / "metrics/distill.json").read_text())
     assert report["silver_pairs"] == len(pseudo) and report["gold_pairs"] == 60
-    diag = json.loads((tmp_path / "metrics/label.json").read_text())
+    diag = json.loads((root / "metrics/label.json").read_text())
     assert diag["silver_pairs"] == len(pseudo) and diag["kl_gold_silver"] >= 0
     assert sum(diag["histogram"]["silver"]) == len(pseudo) and sum(diag["histogram"]["gold"]) == 60
-    density = pd.read_csv(tmp_path / "metrics/score-density.csv")
+    density = pd.read_csv(root / "metrics/score-density.csv")
     assert list(density.columns) == ["score", "gold", "silver"] and len(density) == 101
 
-    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["loads with plain ST"])
-    CrossEncoder(str(tmp_path / "models/cross"), device="cpu").predict([("a", "b")])
-    card = (tmp_path / "models/bi/README.md").read_text()
+    SentenceTransformer(str(root / "models/bi"), device="cpu").encode(["loads with plain ST"])
+    CrossEncoder(str(root / "models/cross"), device="cpu").predict([("a", "b")])
+    card = (root / "models/bi/README.md").read_text()
     assert card.startswith("---\nlibrary_name: sentence-transformers\n") and "# Augmented-SBERT student" in card
-    assert f"| silver pairs | {len(pseudo)} |" in card and f"| dev Spearman x100 (selection) | {report['best_dev']} |" in card
-    assert "# Gold-only bi-encoder" in (tmp_path / "models/gold/README.md").read_text()
-    assert "# Teacher cross-encoder" in (tmp_path / "models/cross/README.md").read_text()  # the teacher's copy
-    curve = pd.read_csv(tmp_path / "metrics/student-dev.csv")
+    assert f"| silver pairs | {len(pseudo)} |" in card
+    assert f"| dev Spearman x100 (selection) | {report['best_dev']} |" in card
+    assert "# Gold-only bi-encoder" in (root / "models/gold/README.md").read_text()
+    assert "# Teacher cross-encoder" in (root / "models/cross/README.md").read_text()  # the teacher's copy
+    curve = pd.read_csv(root / "metrics/student-dev.csv")
     assert list(curve.columns) == ["step", "epoch", "dev_spearman"] and curve["step"].iloc[0] == 0
 
 
-def test_same_seed_gives_same_artifacts(small, tmp_path):
-    a = run_chain(small, tmp_path / "a")
-    b = run_chain(small, tmp_path / "b")
-    assert a == b
+def test_same_seed_gives_same_artifacts(chains, tmp_path):
+    a = chains("augsbert")  # built with ParamReads recording: the recording changes nothing either
+    b = run_chain(a.params, tmp_path)
+    assert a.result == b
     for side in ("teacher", "gold", "distill"):  # both models really trained, so equal weights mean something
-        assert json.loads((tmp_path / "a/metrics" / f"{side}.json").read_text())["best_step"] > 0
+        assert json.loads((a.root / "metrics" / f"{side}.json").read_text())["best_step"] > 0
     for rel in ("data/raw/demo/train.parquet", "data/clean/train.parquet", "data/pairs/candidates.parquet",
-                "data/silver/silver.parquet", "data/pseudo/cycle-01.parquet", "metrics/cycles.csv", "models/teacher/member-00/model.safetensors", "models/bi/model.safetensors", "models/gold/model.safetensors",
-                "metrics/score-density.csv",
-                "models/cross/model.safetensors"):
-        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
-    untimed = [{k: v for k, v in json.loads((tmp_path / run / "metrics/label.json").read_text()).items()
-                if not k.startswith("label_")} for run in ("a", "b")]
+                "data/silver/silver.parquet", "data/pseudo/cycle-01.parquet", "metrics/cycles.csv",
+                "models/teacher/member-00/model.safetensors", "models/bi/model.safetensors",
+                "models/gold/model.safetensors", "metrics/score-density.csv", "models/cross/model.safetensors"):
+        assert (a.root / rel).read_bytes() == (tmp_path / rel).read_bytes(), rel
+    untimed = [{k: v for k, v in json.loads((root / "metrics/label.json").read_text()).items()
+                if not k.startswith("label_")} for root in (a.root, tmp_path)]
     assert untimed[0] == untimed[1]
 
 
-def test_gold_only_run_has_an_empty_silver_file(small, tmp_path):
-    params = small.model_copy(update={"sample": small.sample.model_copy(update={"strategy": "none"})})
-    run_chain(params, tmp_path)
+def test_gold_only_run_has_an_empty_silver_file(chains, tmp_path):
+    chain = chains("augsbert")
+    params = chain.params.model_copy(update={"sample": chain.params.sample.model_copy(update={"strategy": "none"})})
+    # The stages before `sample` read no sample.* key (tests/test_params_tracking.py): the chain's are this run's.
+    run_chain(params, chain.copy_to(tmp_path), STAGES[STAGES.index("sample"):])
     assert schemas.read(tmp_path / "data/pseudo/cycle-01.parquet", schemas.PSEUDO).empty
 
 
 @pytest.mark.parametrize("strategy", ["random", "semantic", "bm25+semantic", "kde"])
-def test_every_strategy_runs_through_label(small, tmp_path, strategy):
-    sp = small.sample.model_copy(update={
-        "strategy": strategy, "random": small.sample.random.model_copy(update={"pairs": 150}),
-        "kde": small.sample.kde.model_copy(update={"pool": 400})})
-    params = small.model_copy(update={"sample": sp})
-    m, root = tmp_path / "metrics", tmp_path
-    download(params, root / "data/raw", m / "download.json")
-    augment(params, root / "data/raw", root / "data/clean", m / "augment.json")
-    gold(params, root / "data/clean", root / "models/gold", m / "gold.json", m / "gold-dev.csv")
-    s = sample(params, root / "data/clean", root / "models/gold", root / "data/pairs", m / "sample.json")
-    teacher(params, root / "data/clean", root / "models/teacher", m / "teacher.json", m / "teacher-dev.csv")
-    r = label(params, root / "data/clean", root / "data/pairs", root / "models/teacher", root / "data/silver",
-              m / "label.json", m / "score-density.csv")
+def test_every_strategy_runs_through_label(chains, tmp_path, strategy):
+    chain = chains("augsbert")
+    sp = chain.params.sample.model_copy(update={
+        "strategy": strategy, "random": chain.params.sample.random.model_copy(update={"pairs": 150}),
+        "kde": chain.params.sample.kde.model_copy(update={"pool": 400})})
+    params = chain.params.model_copy(update={"sample": sp})
+    root = chain.copy_to(tmp_path)  # download .. gold and teacher read no sample.* key: theirs are this run's
+    s = run_chain(params, root, ("sample",))
+    r = run_chain(params, root, ("label",))
     pseudo = schemas.read(root / "data/silver/silver.parquet", schemas.PSEUDO)
     assert r["silver_pairs"] == len(pseudo)
     if strategy == "kde":  # the barely trained teacher squeezes scores into a sliver: KDE keeps few
@@ -124,51 +106,46 @@ def test_every_strategy_runs_through_label(small, tmp_path, strategy):
         assert sum(s["found_by"].values()) == s["candidates"]
 
 
-def test_trans_encoder_chain_trains_no_teacher_and_learns_no_gold_score(small, tmp_path, monkeypatch):
-    monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path / "store"))
-    trans = small.trans.model_copy(update={"cross": small.trans.cross.model_copy(update={"batch_size": 8}),
-                                           "bi": small.trans.bi.model_copy(update={"epochs": 1, "batch_size": 8})})
-    params = small.model_copy(update={"recipe": "trans-encoder", "cycles": 2, "trans": trans})
-    result = run_chain(params, tmp_path)
-    assert (tmp_path / "models/teacher/SKIPPED.txt").is_file()
-    assert "# Trans-Encoder bi-encoder" in (tmp_path / "models/bi/README.md").read_text()
-    assert "# Trans-Encoder cross-encoder" in (tmp_path / "models/cross/README.md").read_text()
-    assert "skipped" in json.loads((tmp_path / "metrics/teacher.json").read_text())
-    assert json.loads((tmp_path / "metrics/label.json").read_text())["silver_pairs"] == 0
-    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+def test_trans_encoder_chain_trains_no_teacher_and_learns_no_gold_score(chains):
+    chain = chains("trans-encoder")  # cycles 2, one epoch per step
+    result, root = chain.result, chain.root
+    assert (root / "models/teacher/SKIPPED.txt").is_file()
+    assert "# Trans-Encoder bi-encoder" in (root / "models/bi/README.md").read_text()
+    assert "# Trans-Encoder cross-encoder" in (root / "models/cross/README.md").read_text()
+    assert "skipped" in json.loads((root / "metrics/teacher.json").read_text())
+    assert json.loads((root / "metrics/label.json").read_text())["silver_pairs"] == 0
+    report = json.loads((root / "metrics/distill.json").read_text())
     assert report["recipe"] == "trans-encoder" and len(report["per_cycle"]) == 2
     assert result["bi"]["dev"] == report["selected"]["bi"]["dev"]  # evaluate scores the selected models
     assert result["cross"]["test"] == report["selected"]["cross"]["test"]
-    assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == [
+    assert sorted(p.name for p in (root / "data/pseudo").iterdir()) == [
         "cycle-01-bi.parquet", "cycle-01-cross.parquet", "cycle-02-bi.parquet", "cycle-02-cross.parquet"]
-    gold_train = schemas.read(tmp_path / "data/clean/train.parquet", schemas.PAIRS)
-    labels = schemas.read(tmp_path / "data/pseudo/cycle-01-bi.parquet", schemas.PSEUDO)
+    gold_train = schemas.read(root / "data/clean/train.parquet", schemas.PAIRS)
+    labels = schemas.read(root / "data/pseudo/cycle-01-bi.parquet", schemas.PSEUDO)
     learned = labels[labels["strategy"] == "train"]
     assert len(learned) == len(gold_train)
     assert not np.allclose(learned["score"].to_numpy(), gold_train["score"].to_numpy())  # bi-encoder's, not gold
 
 
-def test_dse_chain_learns_teacher_logits_on_gold_and_silver(small, tmp_path):
-    dse = small.dse.model_copy(update={"epochs": 3, "batch_size": 8, "lr": 1e-3, "hidden": 16, "max_length": 32,
-                                       "pooling": "last4"})
-    params = small.model_copy(update={"recipe": "dse", "dse": dse})
-    result = run_chain(params, tmp_path)
-    on_gold = schemas.read(tmp_path / "data/silver/gold.parquet", schemas.PSEUDO)
-    silver = schemas.read(tmp_path / "data/silver/silver.parquet", schemas.PSEUDO)
-    learned = schemas.read(tmp_path / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
+def test_dse_chain_learns_teacher_logits_on_gold_and_silver(chains):
+    chain = chains("dse")  # 3 epochs of batch 8, a 16-wide head on last4 pooling
+    result, root = chain.result, chain.root
+    on_gold = schemas.read(root / "data/silver/gold.parquet", schemas.PSEUDO)
+    silver = schemas.read(root / "data/silver/silver.parquet", schemas.PSEUDO)
+    learned = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
     assert len(on_gold) == 60 and (on_gold["strategy"] == "gold").all() and on_gold["logit"].notna().all()
     assert len(learned) == 60 + len(silver) > 60
-    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    report = json.loads((root / "metrics/distill.json").read_text())
     assert report["recipe"] == "dse" and report["steps"] == 3 * 20 and report["head_dim"] == 2 * 32
 
     from pldistill.dse import DSE
     from pldistill.metrics import correlation
-    student = DSE.load(tmp_path / "models/bi")
-    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
+    student = DSE.load(root / "models/bi")
+    test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
     pred = student.score(test["sentence1"], test["sentence2"], bf16=False)
     assert correlation(pred, test["score"]) == result["bi"]["test"]  # evaluate scored through the head
-    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST still loads it"])
-    assert "DSE.load(path)" in (tmp_path / "models/bi/README.md").read_text()
+    SentenceTransformer(str(root / "models/bi"), device="cpu").encode(["plain ST still loads it"])
+    assert "DSE.load(path)" in (root / "models/bi/README.md").read_text()
 
 
 def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path):
@@ -184,71 +161,61 @@ def test_dse_refuses_gold_logits_out_of_step_with_the_gold_pairs(small, tmp_path
         _dse_rows(gold, on_gold.assign(logit=[0.0, None]), silver, tmp_path / "train.parquet", tmp_path)
 
 
-def test_rtt_ensemble_chain_distils_sub_models_into_one_student(small, tmp_path):
-    sub = {"epochs": 1, "batch_size": 16, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
-    ens = small.ensemble.model_copy(update={
-        "k": 2, "weights": "softmax",
-        "sub": small.ensemble.sub.model_copy(update=sub),
-        "distill": small.ensemble.distill.model_copy(update=sub)})
-    params = small.model_copy(update={"recipe": "rtt-ensemble", "ensemble": ens})
-    result = run_chain(params, tmp_path)
+def test_rtt_ensemble_chain_distils_sub_models_into_one_student(chains):
+    chain = chains("rtt-ensemble")  # k 2 sub-models weighted by softmax, batch 16
+    result, params, root = chain.result, chain.params, chain.root
 
-    members = json.loads((tmp_path / "models/teacher/members.json").read_text())["members"]
+    members = json.loads((root / "models/teacher/members.json").read_text())["members"]
     assert [(m["name"], m["seed"]) for m in members] == [("sub-01", 8), ("sub-02", 9)]
     from safetensors.torch import load_file
-    w1, w2 = (load_file(tmp_path / f"models/teacher/{n}/model.safetensors") for n in ("sub-01", "sub-02"))
+    w1, w2 = (load_file(root / f"models/teacher/{n}/model.safetensors") for n in ("sub-01", "sub-02"))
     assert any(not np.allclose(w1[k], w2[k]) for k in w1)  # two seeds, two different sub-models
-    curve = pd.read_csv(tmp_path / "metrics/teacher-dev.csv")
+    curve = pd.read_csv(root / "metrics/teacher-dev.csv")
     assert list(curve["member"].unique()) == ["sub-01", "sub-02"] and (curve["step"].diff().iloc[1:] > 0).all()
 
     from pldistill.recipes.rtt_ensemble import Ensemble, read_embeddings
-    sentences, emb = read_embeddings(tmp_path / "data/silver/ensemble.parquet")
-    train = schemas.read(tmp_path / "data/clean/train.parquet", schemas.PAIRS)
+    sentences, emb = read_embeddings(root / "data/silver/ensemble.parquet")
+    train = schemas.read(root / "data/clean/train.parquet", schemas.PAIRS)
     assert sentences == list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))  # no RTT corpus
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
-    label_report = json.loads((tmp_path / "metrics/label.json").read_text())
+    label_report = json.loads((root / "metrics/label.json").read_text())
     assert label_report["ensemble"]["members"] == ["sub-01", "sub-02"] and label_report["silver_pairs"] == 0
     from pldistill.recipes.rtt_ensemble import member_weights
     expected = member_weights([m["best_dev"] for m in members], "softmax")
     assert label_report["ensemble"]["weights"] == pytest.approx(expected, abs=1e-6)
 
     assert "cross" not in result and set(result["submodels"]) == {"sub-01", "sub-02"}
-    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
-    teacher = Ensemble.load(tmp_path / "models/teacher", "softmax", 1.0, params.teacher.max_length)
+    test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
+    teacher = Ensemble.load(root / "models/teacher", "softmax", 1.0, params.teacher.max_length)
     from pldistill.metrics import correlation
     assert correlation(teacher.score(test["sentence1"], test["sentence2"], bf16=False),
                        test["score"]) == result["ensemble"]["test"]
-    report = json.loads((tmp_path / "metrics/distill.json").read_text())
+    report = json.loads((root / "metrics/distill.json").read_text())
     assert report["recipe"] == "rtt-ensemble" and report["sentences"] == len(sentences)
     assert report["steps"] == -(-len(sentences) // 16)
-    assert (tmp_path / "models/cross/SKIPPED.txt").is_file()
-    assert sorted(p.name for p in (tmp_path / "data/pseudo").iterdir()) == ["cycle-01-ensemble.parquet"]
-    SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["the student is a plain bi-encoder"])
-    assert "# RTT-ensemble student" in (tmp_path / "models/bi/README.md").read_text()
-    assert "| positives | dropout view |" in (tmp_path / "models/teacher/sub-02/README.md").read_text()
+    assert (root / "models/cross/SKIPPED.txt").is_file()
+    assert sorted(p.name for p in (root / "data/pseudo").iterdir()) == ["cycle-01-ensemble.parquet"]
+    SentenceTransformer(str(root / "models/bi"), device="cpu").encode(["the student is a plain bi-encoder"])
+    assert "# RTT-ensemble student" in (root / "models/bi/README.md").read_text()
+    assert "| positives | dropout view |" in (root / "models/teacher/sub-02/README.md").read_text()
 
 
-def test_classification_chain_reports_auc_f1_and_a_majority_baseline(small, tmp_path):
-    from tests.conftest import make_pairs
-    table = make_pairs(160).assign(score=lambda d: (d["score"] > 0.5).astype(int))
-    table.to_csv(tmp_path / "dups.csv", index=False)
-    from pldistill.config import SplitParams
-    data = small.data.model_copy(update={"dataset": str(tmp_path / "dups.csv"), "split": SplitParams(dev=0.2, test=0.2)})
-    params = small.model_copy(update={"data": data})
-    result = run_chain(params, tmp_path)
-    assert json.loads((tmp_path / "metrics/download.json").read_text())["task"] == "classification"
+def test_classification_chain_reports_auc_f1_and_a_majority_baseline(chains):
+    chain = chains("classification")  # 160 pairs of 0/1 scores in a csv, split 60/20/20
+    result, root = chain.result, chain.root
+    assert json.loads((root / "metrics/download.json").read_text())["task"] == "classification"
     assert set(result["baseline"]) == {"start", "gold", "jaccard", "majority"}
     for block in (result["bi"], result["cross"], *result["baseline"].values()):
         assert set(block) == {"dev", "test", "threshold"}
         assert set(block["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
-    test = schemas.read(tmp_path / "data/clean/test.parquet", schemas.PAIRS)
+    test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
     share = test["score"].mean()
     assert result["baseline"]["majority"]["test"]["accuracy"] == pytest.approx(100 * max(share, 1 - share), abs=0.01)
     assert result["baseline"]["majority"]["test"]["auc"] == 50.0
 
     from pldistill.metrics import best_threshold, classification
-    dev = schemas.read(tmp_path / "data/clean/dev.parquet", schemas.PAIRS)
-    bi = SentenceTransformer(str(tmp_path / "models/bi"), device="cpu")
+    dev = schemas.read(root / "data/clean/dev.parquet", schemas.PAIRS)
+    bi = SentenceTransformer(str(root / "models/bi"), device="cpu")
     cos = lambda df: np.sum(bi.encode(list(df["sentence1"]), normalize_embeddings=True)  # noqa: E731
                             * bi.encode(list(df["sentence2"]), normalize_embeddings=True), axis=1)
     t = best_threshold(cos(dev), dev["score"])
@@ -256,12 +223,12 @@ def test_classification_chain_reports_auc_f1_and_a_majority_baseline(small, tmp_
     assert result["bi"]["test"]["f1"] == pytest.approx(classification(cos(test), test["score"], t)["f1"], abs=0.5)
 
 
-def test_extra_evaluation_sets_get_their_own_blocks(small, tmp_path):
+def test_extra_evaluation_sets_get_their_own_blocks(chains, tmp_path):
     import zipfile
 
     from tests.conftest import make_pairs
     from tests.test_download import SICK_HEADER, _sick_row
-    run_chain(small, tmp_path)
+    chain = chains("augsbert")  # its models are read; eval.json goes to tmp_path
     rows = [_sick_row(i, r.sentence1, r.sentence2, 1 + 4 * r.score, ("TRAIN", "TRIAL", "TEST")[i % 3])
             for i, r in enumerate(make_pairs(60, offset=500).itertuples())]
     with zipfile.ZipFile(tmp_path / "SICK.zip", "w") as z:
@@ -270,11 +237,10 @@ def test_extra_evaluation_sets_get_their_own_blocks(small, tmp_path):
     table.to_csv(tmp_path / "dups.csv", index=False)
     extra = [{"name": "sick", "data": {"dataset": "sickr", "source": str(tmp_path / "SICK.zip")}},
              {"name": "dups", "data": {"dataset": str(tmp_path / "dups.csv"), "split": {"dev": 0.3, "test": 0.3}}}]
-    from pldistill.config import parse_params
-    params = parse_params({**small.model_dump(mode="json"), "evaluate": {"bf16": False, "extra": extra}})
-    m = tmp_path / "metrics"
-    result = evaluate(params, tmp_path / "data/clean", tmp_path / "models/bi", tmp_path / "models/cross",
-                      tmp_path / "models/teacher", tmp_path / "models/gold", m / "eval.json", m / "pred.csv")
+    params = parse_params({**chain.params.model_dump(mode="json"), "evaluate": {"bf16": False, "extra": extra}})
+    m, built = tmp_path / "metrics", chain.root
+    result = evaluate(params, built / "data/clean", built / "models/bi", built / "models/cross",
+                      built / "models/teacher", built / "models/gold", m / "eval.json", m / "pred.csv")
     assert set(result["extra"]) == {"sick", "dups"}
     assert set(result["extra"]["sick"]["bi"]["test"]) == {"spearman", "pearson"}  # regression, 1-5 scaled
     assert set(result["extra"]["dups"]["bi"]["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
@@ -284,32 +250,23 @@ def test_extra_evaluation_sets_get_their_own_blocks(small, tmp_path):
 
     from pldistill.metrics import correlation
     sick_test = [r for i, r in enumerate(make_pairs(60, offset=500).itertuples()) if i % 3 == 2]
-    bi = SentenceTransformer(str(tmp_path / "models/bi"), device="cpu")
+    bi = SentenceTransformer(str(built / "models/bi"), device="cpu")
     a = bi.encode([r.sentence1 for r in sick_test], normalize_embeddings=True)
     b = bi.encode([r.sentence2 for r in sick_test], normalize_embeddings=True)
     expected = correlation(np.sum(a * b, axis=1), [r.score for r in sick_test])["spearman"]
     assert result["extra"]["sick"]["bi"]["test"]["spearman"] == pytest.approx(expected, abs=0.5)
 
 
-def _adapt_params(small, target_csv):
-    from pldistill.config import parse_params
-    raw = small.model_dump(mode="json")
-    return parse_params({**raw, "data": {"dataset": str(target_csv)},
-                         "adapt": {"dataset": "demo", "max_train": 40}})
-
-
-def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used(small, tmp_path):
-    from tests.conftest import make_pairs
-    # The target: a table with its own split column. Its scores are then scrambled in a second copy:
+def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used(chains, tmp_path):
+    # The chain's target is a table with its own split column. Its scores are scrambled in a second copy:
     # if no target label trains or selects a model, both runs must give the same student bit for bit.
-    target = make_pairs(90, offset=300).assign(split=["train"] * 50 + ["dev"] * 20 + ["test"] * 20)
-    target.to_csv(tmp_path / "target.csv", index=False)
+    chain = chains("adaptation")
+    target = adaptation_target()
     scrambled = target.assign(score=np.random.default_rng(0).permutation(target["score"].to_numpy()))
     scrambled.to_csv(tmp_path / "scrambled.csv", index=False)
-
-    a, b = tmp_path / "a", tmp_path / "b"
-    result = run_chain(_adapt_params(small, tmp_path / "target.csv"), a)
-    run_chain(_adapt_params(small, tmp_path / "scrambled.csv"), b)
+    raw = chain.params.model_dump(mode="json")
+    a, b, result = chain.root, tmp_path / "b", chain.result
+    run_chain(parse_params({**raw, "data": {**raw["data"], "dataset": str(tmp_path / "scrambled.csv")}}), b)
 
     down = json.loads((a / "metrics/download.json").read_text())
     assert down["dataset"] == "target" and down["adapt"]["dataset"] == "demo" and down["adapt"]["rows"]["train"] == 40
@@ -334,16 +291,14 @@ def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used
     assert "adapting to target" in (a / "models/gold/README.md").read_text()
 
 
-def test_without_adaptation_the_source_folder_holds_a_note(small, tmp_path):
+def test_without_adaptation_the_source_folder_holds_a_note(chains):
     from pldistill.io import SKIPPED_NOTE
-    m = tmp_path / "metrics"
-    download(small, tmp_path / "data/raw", m / "download.json")
-    augment(small, tmp_path / "data/raw", tmp_path / "data/clean", m / "augment.json")
-    assert [p.name for p in (tmp_path / "data/clean/source").iterdir()] == [SKIPPED_NOTE]
-    assert "adapt" not in json.loads((m / "download.json").read_text())
+    root = chains("augsbert").root
+    assert [p.name for p in (root / "data/clean/source").iterdir()] == [SKIPPED_NOTE]
+    assert "adapt" not in json.loads((root / "metrics/download.json").read_text())
 
 
 def test_adaptation_is_refused_outside_augsbert(small):
-    from pldistill.config import ConfigError, parse_params
+    from pldistill.config import ConfigError
     with pytest.raises(ConfigError, match="adapt.dataset.*recipe augsbert"):
         parse_params({**small.model_dump(mode="json"), "recipe": "dse", "adapt": {"dataset": "demo"}})

@@ -1,0 +1,120 @@
+"""dvc.yaml tracks, for every stage, each params key the stage reads and no key it never reads: a key
+missing serves stale results when it changes; a key too many re-runs the stage for nothing.
+
+What a stage reads is recorded while it really runs (conftest.ParamReads): in the chains the tests share
+(each recipe, a classification table, domain adaptation), then in a few stages run again, on copies, with
+the settings whose branches read more keys (every sampling strategy and faiss index, KDE selection,
+round-trip translation by table and by MarianMT). dvc.yaml is one file for every recipe, so a stage
+tracks what it reads under any of them.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from pldistill.config import RECIPES, Params, parse_params
+from tests.conftest import CHAINS, ROOT, STAGES, make_pairs, run_chain
+from tests.test_rtt import tiny_marian_dir  # noqa: F401  (a fixture: the MarianMT of the marian variant)
+
+DVC_STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+# Keys a stage tracks but no run here reads, each with the branch that reads it. Kept exact: a key that a
+# run does read must leave this list.
+NOT_RUN: dict[str, dict[str, str]] = {}
+
+
+def _update(raw: dict, changes: dict) -> dict:
+    """``raw`` with ``changes`` merged in, section by section."""
+    out = dict(raw)
+    for k, v in changes.items():
+        out[k] = _update(raw.get(k) or {}, v) if isinstance(v, dict) and v else v
+    return out
+
+
+def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...], dict]]:
+    """(run name, chain copied, stages run again, params changed) for the branches the chains do not take."""
+    table = tables / "translations.csv"
+    pd.DataFrame({"sentence": ["the cat story number 0 is here"], "language": ["de"],
+                  "translation": ["a cat story, number 0, is here"]}).to_csv(table, index=False)
+    corpus = tables / "corpus.txt"
+    # The tiny MarianMT knows the pieces of conftest.make_pairs' sentences (the classification chain's) only.
+    corpus.write_text("the cat story number 3 is here\na rain story about 5 things\nok\n")  # "ok": dropped
+    pairs = tables / "pairs.csv"  # no split column: split by data.split (adapt.split)
+    make_pairs(100, offset=700).to_csv(pairs, index=False)
+    kde = {"sample": {"strategy": "kde", "kde": {"pool": 200}}}
+    return [
+        *((f"sample {s}", "augsbert", ("sample",), {"sample": {"strategy": s}})
+          for s in ("none", "random", "bm25+semantic")),
+        *((f"sample semantic {i}", "augsbert", ("sample",),
+           {"sample": {"strategy": "semantic", "semantic": {"index": i}}}) for i in ("flat", "torch", "ivf", "hnsw")),
+        ("kde", "augsbert", ("sample", "label"), kde),
+        ("kde under adaptation", "adaptation", ("sample", "label"), kde),
+        ("adaptation from a table", "adaptation", ("download",),
+         {"adapt": {"dataset": str(pairs), "score_range": [0, 1]}}),
+        ("evaluation sets", "augsbert", ("evaluate",),
+         {"evaluate": {"extra": [{"name": "pairs", "data": {"dataset": str(pairs)}}]}}),
+        ("rtt table", "augsbert", ("augment",), {"augment": {"rtt": {"backend": "table", "table": str(table)}}}),
+        ("rtt marian, own corpus", "classification", ("augment",), {"augment": {"rtt": {
+            "backend": "marian", "models": {"de": [str(marian), str(marian)]}, "corpus": str(corpus),
+            "num_beams": 1, "max_new_tokens": 8, "bf16": False}}}),
+    ]
+
+
+@pytest.fixture(scope="module")
+def reads(chains, tmp_path_factory, tiny_marian_dir) -> dict[str, dict[str, set[str]]]:  # noqa: F811
+    """run -> stage -> the params keys the stage read in that run."""
+    runs = {name: chains(name).reads for name in CHAINS}
+    work = tmp_path_factory.mktemp("variants")
+    for name, chain_name, stages, changes in variants(work, tiny_marian_dir):
+        chain = chains(chain_name)
+        params = parse_params(_update(chain.params.model_dump(mode="json"), changes))
+        runs[name] = {}
+        run_chain(params, chain.copy_to(work / name.replace(" ", "-").replace(",", "")), stages, reads=runs[name])
+    return runs
+
+
+def leaves(key: str) -> list[str]:
+    """The keys under ``key`` that hold a value: ``key`` itself, or every such key of the section it names."""
+    model: type[BaseModel] | None = Params
+    for part in key.split("."):
+        assert model is not None and part in model.model_fields, f"dvc.yaml tracks {key!r}: params has no such key"
+        ann = model.model_fields[part].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return [key] if model is None else [leaf for name in model.model_fields for leaf in leaves(f"{key}.{name}")]
+
+
+def tracked(stage: str) -> list[str]:
+    return DVC_STAGES[stage].get("params", [])
+
+
+def test_the_chains_run_every_recipe_and_every_stage():
+    assert set(RECIPES) <= set(CHAINS)
+    assert list(DVC_STAGES) == list(STAGES)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_tracks_every_key_it_reads(reads, stage):
+    declared = tracked(stage)
+    missing: dict[str, list[str]] = {}
+    for run, by_stage in reads.items():
+        for key in sorted(by_stage.get(stage, ())):
+            if not any(key == d or key.startswith(f"{d}.") for d in declared):
+                missing.setdefault(key, []).append(run)
+    assert not missing, (f"stage {stage} reads params keys dvc.yaml does not track; add them to stages.{stage}.params: "
+                         + "; ".join(f"{k} (in {', '.join(runs)})" for k, runs in missing.items()))
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_tracks_no_key_it_never_reads(reads, stage):
+    read = set().union(*(by_stage.get(stage, set()) for by_stage in reads.values()))
+    unread = {leaf for d in tracked(stage) for leaf in leaves(d)} - read
+    documented = NOT_RUN.get(stage, {})
+    assert not unread - set(documented), (
+        f"stage {stage} tracks params keys no run read: {sorted(unread - set(documented))}; drop them from "
+        f"stages.{stage}.params (or a section's key from its list), or, if a branch no run here takes reads "
+        f"one, add a run that takes it (variants) or name the branch in NOT_RUN")
+    stale = set(documented) - unread
+    assert not stale, f"stage {stage}: NOT_RUN names keys that a run read or that it does not track: {sorted(stale)}"
