@@ -6,6 +6,7 @@ with a message naming the key, and a bad value names the key and what is allowed
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Literal
@@ -149,6 +150,26 @@ class AdaptParams(DataParams):
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
 # amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
 Bf16 = Literal["auto", True, False]
+
+# What runs inference (pldistill.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic int8)
+# or OpenVINO. auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino")
+Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino"]
+BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}
+BACKEND_EXTRAS = {"onnx": "fast", "onnx-int8": "fast", "openvino": "openvino"}  # pyproject's optional extras
+
+
+def install_hint(backend: str) -> str:
+    return f"pip install 'pldistill[{BACKEND_EXTRAS[backend]}]'"
+
+
+def _installed(backend: str) -> str:
+    """A forced backend's packages must be there before any stage starts (auto falls back to torch on its own)."""
+    lacking = [p for p in BACKEND_NEEDS.get(backend, ()) if importlib.util.find_spec(p) is None]
+    if lacking:
+        raise ValueError(f"backend {backend} needs {' and '.join(lacking)}, not installed: {install_hint(backend)} "
+                         f"(or use auto, which falls back to torch)")
+    return backend
 
 
 class RTTParams(_Section):
@@ -408,6 +429,9 @@ class TransParams(_Section):
 class LabelParams(_Section):
     batch_size: int = Field(64, ge=1)
     bf16: Bf16 = "auto"
+    backend: Backend = "auto"
+
+    _backend_installed = field_validator("backend")(lambda v: _installed(v))
 
 
 class ExtraSet(_Section):
@@ -427,7 +451,10 @@ class ExtraSet(_Section):
 class EvaluateParams(_Section):
     batch_size: int = Field(64, ge=1)
     bf16: Bf16 = "auto"
+    backend: Backend = "auto"
     extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+
+    _backend_installed = field_validator("backend")(lambda v: _installed(v))
 
     @field_validator("extra")
     @classmethod

@@ -20,7 +20,7 @@ from huggingface_hub.errors import HFValidationError
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
-from pldistill import bundled, losses
+from pldistill import accel, bundled, losses
 from pldistill.io import atomic_dir, write_card
 
 class ModelError(ValueError):
@@ -155,18 +155,45 @@ def _save(model: SentenceTransformer | CrossEncoder, path: Path | str, card: str
         write_card(tmp, card)
 
 
-class BiEncoder:
+class _Backended:
+    """Inference on a backend (pldistill.accel): torch, or the transformer on ONNX Runtime / OpenVINO, chosen and
+    checked by the quality gate at the model's first call big enough to decide, then kept."""
+
+    model: SentenceTransformer | CrossEncoder
+    backend: str = "torch"  # as asked
+    choice: accel.Choice | None = None  # what the last call ran on, and why
+    _forward: accel.Forward | None = None
+
+    def use_backend(self, backend: str) -> None:
+        """auto | torch | onnx | onnx-int8 | openvino (params.yaml: label.backend); decided at the next call."""
+        if backend not in accel.BACKENDS:
+            raise accel.BackendError(f"backend: expected one of {', '.join(accel.BACKENDS)}; found {backend!r}")
+        self.backend, self.choice, self._forward = backend, None, None
+
+    def _runner(self, n: int, bf16: bool | str, probe: accel.Probe,
+                outputs: Callable[[accel.Forward, bool], np.ndarray]) -> tuple[accel.Forward, bool | str]:
+        """The forward for a call on ``n`` items and the bf16 autocast it runs under."""
+        if self.backend == "torch":
+            return self.model, bf16
+        if self.choice is None or not self.choice.final:
+            self.choice, self._forward = accel.choose(self.backend, self.model, probe, outputs, bf16, n, native_bf16(),
+                                                      device() == "cuda")
+        return self._forward or self.model, self.choice.bf16
+
+
+class BiEncoder(_Backended):
     """A sentence encoder; a pair's score is the cosine of its two embeddings."""
 
     kind = "bi"
 
-    def __init__(self, model: SentenceTransformer, name: str):
+    def __init__(self, model: SentenceTransformer, name: str, backend: str = "torch"):
         self.model, self.name = model, name
+        self.use_backend(backend)
 
     @classmethod
     def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
-             layers: Sequence[int] | None = None) -> BiEncoder:
-        """``layers``: keep only these transformer layers (a pruned student)."""
+             layers: Sequence[int] | None = None, backend: str = "torch") -> BiEncoder:
+        """``layers``: keep only these transformer layers (a pruned student); ``backend``: what encodes (accel)."""
         path = resolve(spec)
         with _hub_errors(spec, path):
             model = SentenceTransformer(
@@ -175,7 +202,7 @@ class BiEncoder:
         model.max_seq_length = max_length
         if layers is not None:
             prune_layers(model[0].auto_model, layers, spec)
-        return cls(model, spec)
+        return cls(model, spec, backend)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -189,18 +216,26 @@ class BiEncoder:
     def max_length(self, value: int) -> None:
         self.model.max_seq_length = value
 
-    def _embed(self, texts: list[str]) -> torch.Tensor:
+    def _features(self, texts: list[str]) -> dict:
         feats = self.model.preprocess(texts)
-        feats = {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
-        return self.model(feats)["sentence_embedding"]  # (batch, dim)
+        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
+
+    def _embed(self, texts: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
+        return (forward or self.model)(self._features(texts))["sentence_embedding"]  # (batch, dim)
+
+    def _encode(self, texts: list[str], batch_size: int, bf16: bool | str, progress: bool,
+                forward: accel.Forward | None = None) -> np.ndarray:
+        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx], forward), [len(t) for t in texts],
+                                  batch_size, bf16, "encode", progress)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
         """(len(texts), dim) float32 embeddings, L2-normalised."""
         texts = list(texts)
         self.model.eval()
-        emb = _batched_inference(
-            lambda idx: self._embed([texts[i] for i in idx]), [len(t) for t in texts], batch_size, bf16, "encode", progress
-        )
+        sample = [texts[i] for i in accel.gate_sample(len(texts))]
+        forward, bf16 = self._runner(len(texts), bf16, lambda: self._features(sample[:4]),
+                                     lambda fwd, b: self._encode(sample, batch_size, b, False, fwd))
+        emb = self._encode(texts, batch_size, bf16, progress, forward)
         return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
@@ -216,17 +251,19 @@ class BiEncoder:
         _save(self.model, path, card)
 
 
-class CrossModel:
+class CrossModel(_Backended):
     """A cross-encoder with one output: ``logit``; its score is ``sigmoid(logit)`` in [0, 1]."""
 
     kind = "cross"
 
-    def __init__(self, model: CrossEncoder, name: str):
+    def __init__(self, model: CrossEncoder, name: str, backend: str = "torch"):
         self.model, self.name = model, name
+        self.use_backend(backend)
 
     @classmethod
     def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
-             layers: Sequence[int] | None = None) -> CrossModel:
+             layers: Sequence[int] | None = None, backend: str = "torch") -> CrossModel:
+        """``layers``: keep only these transformer layers; ``backend``: what labels (accel)."""
         path = resolve(spec)
         with _hub_errors(spec, path):
             model = CrossEncoder(
@@ -235,7 +272,7 @@ class CrossModel:
             )
         if layers is not None:
             prune_layers(model.model, layers, spec)
-        return cls(model, spec)
+        return cls(model, spec, backend)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -249,18 +286,28 @@ class CrossModel:
     def max_length(self, value: int) -> None:
         self.model.max_length = value
 
-    def _logits(self, s1: list[str], s2: list[str]) -> torch.Tensor:
+    def _features(self, s1: list[str], s2: list[str]) -> dict:
         feats = self.model.preprocess(list(zip(s1, s2)))
-        feats = {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
-        return self.model(feats)["scores"].squeeze(-1)  # (batch,)
+        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
+
+    def _logits(self, s1: list[str], s2: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
+        return (forward or self.model)(self._features(s1, s2))["scores"].squeeze(-1)  # (batch,)
+
+    def _infer(self, s1: list[str], s2: list[str], batch_size: int, bf16: bool | str, progress: bool,
+               forward: accel.Forward | None = None) -> np.ndarray:
+        return _batched_inference(
+            lambda idx: self._logits([s1[i] for i in idx], [s2[i] for i in idx], forward),
+            [len(a) + len(b) for a, b in zip(s1, s2)], batch_size, bf16, "cross-encode", progress,
+        )
 
     def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
         s1, s2 = list(s1), list(s2)
         self.model.eval()
-        return _batched_inference(
-            lambda idx: self._logits([s1[i] for i in idx], [s2[i] for i in idx]),
-            [len(a) + len(b) for a, b in zip(s1, s2)], batch_size, bf16, "cross-encode", progress,
-        )
+        idx = accel.gate_sample(len(s1))
+        a, b = [s1[i] for i in idx], [s2[i] for i in idx]
+        forward, bf16 = self._runner(len(s1), bf16, lambda: self._features(a[:4], b[:4]),
+                                     lambda fwd, b16: self._infer(a, b, batch_size, b16, False, fwd))
+        return self._infer(s1, s2, batch_size, bf16, progress, forward)
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
         return 1 / (1 + np.exp(-self.logits(s1, s2, batch_size, bf16, progress)))

@@ -1,0 +1,338 @@
+"""Faster CPU inference for a loaded model: its transformer run by ONNX Runtime or OpenVINO in place of torch.
+
+A backend replaces only the model's first module (the Hugging Face transformer); what follows it (pooling,
+normalisation) still runs in torch, so a sentence-transformers model keeps its own head. The transformer is
+exported once to ONNX (TorchScript exporter, eager attention) into a cache folder keyed by a hash of its weights
+and config, written whole or not at all, and reused. ONNX files are protobuf: nothing is unpickled.
+
+Every backend but torch fp32 must pass a quality gate before it labels anything: on a sample of the input, the
+Spearman correlation of its outputs with torch fp32's must be at least ``GATE_SPEARMAN``. ``auto`` runs this
+machine's candidates on that sample, timed, and keeps the fastest that passes (torch fp32 unless one is clearly
+faster); a forced backend that fails the gate is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+from pldistill.bundled import cache_root
+from pldistill.config import BACKEND_NEEDS, BACKENDS, install_hint
+from pldistill.io import atomic_dir
+
+GATE_SPEARMAN = 0.999  # a backend's outputs vs torch fp32's on the gate sample
+GATE_SAMPLE = 512  # pairs (cross) or sentences (bi) in the gate sample, spread over the input
+GATE_MIN = 32  # fewer items than this cannot gate a backend: the call runs in torch
+AUTO_MIN = 10_000  # auto keeps torch for smaller calls: its trials (exports, 4 runs of 512 items) would not pay off
+AUTO_MARGIN = 1.1  # auto leaves torch fp32 only for a backend at least this much faster on the gate sample
+NEEDS = BACKEND_NEEDS  # the packages each backend imports (onnx: the exporter writes with it)
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what the exported graph takes, where the tokenizer gives it
+FORMAT = 1  # bump when the export changes: old cache entries are then ignored
+
+CPU_BACKENDS = ("onnx-int8", "onnx", "openvino")  # what auto tries on a CPU, where installed
+
+Features = dict[str, object]
+Forward = Callable[[Features], Features]  # a sentence-transformers model's call: features in, features out
+Probe = Callable[[], Mapping[str, torch.Tensor]]  # a few tokenized inputs for the exporter to trace
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run here (a package is missing, the model is not supported) or fails the quality gate."""
+
+
+def missing(backend: str) -> list[str]:
+    """The packages ``backend`` needs that are not installed."""
+    return [p for p in NEEDS.get(backend, ()) if importlib.util.find_spec(p) is None]
+
+
+def candidates(bf16_native: bool, bf16: bool | str) -> list[str]:
+    """What auto tries against torch fp32 on a CPU: torch in bf16 where the CPU has native bf16 units (and the
+    bf16 key allows it), and each installed backend."""
+    first = ["torch-bf16"] if bf16_native and bf16 is not False else []
+    return first + [b for b in CPU_BACKENDS if not missing(b)]
+
+
+def gate_sample(n: int) -> np.ndarray:
+    """Indices of at most ``GATE_SAMPLE`` items spread evenly over ``n`` (the input's own mix of lengths)."""
+    return np.unique(np.linspace(0, n - 1, min(n, GATE_SAMPLE)).round().astype(int)) if n else np.empty(0, int)
+
+
+def spearman(ref: np.ndarray, out: np.ndarray) -> float:
+    """Spearman of two outputs: cross-encoder logits (n,) directly; embeddings (n, dim) through the cosine of every
+    pair of sentences (what a bi-encoder's labels are made of). nan (constant outputs) counts as 0."""
+    if ref.ndim == 2:
+        iu = np.triu_indices(len(ref), 1)
+        ref, out = (_unit(x) @ _unit(x).T for x in (ref, out))
+        ref, out = ref[iu], out[iu]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on constant input, then returns nan
+        rho = spearmanr(ref, out)[0]
+    return 0.0 if np.isnan(rho) else float(rho)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend a model runs on, and the gate it passed."""
+
+    backend: str  # torch | onnx | onnx-int8 | openvino
+    bf16: bool  # torch only: bf16 autocast on
+    spearman: float | None  # vs torch fp32 on the gate sample; None: torch fp32 itself
+    sample: int
+    why: str
+    final: bool = True  # False: decided for this call only (auto on a small call); the next call decides again
+
+    def describe(self) -> str:
+        gate = f", Spearman {self.spearman:.5f} vs torch fp32 on {self.sample} items" if self.spearman is not None else ""
+        return f"{self.backend}{' bf16' if self.backend == 'torch' and self.bf16 else ''}{gate} ({self.why})"
+
+
+# --- export --------------------------------------------------------------------------------------------------------
+
+class _Graph(torch.nn.Module):
+    """The transformer as a function of positional tensors, returning one output (logits or last_hidden_state)."""
+
+    def __init__(self, hf: torch.nn.Module, names: tuple[str, ...], output: str):
+        super().__init__()
+        self.hf, self.names, self.output = hf, names, output
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        return getattr(self.hf(**dict(zip(self.names, tensors)), return_dict=True), self.output)
+
+
+def _first_module(st_model: torch.nn.Module) -> tuple[torch.nn.Module, str, str]:
+    """The sentence-transformers Transformer module, its HF output field and the feature it writes; a model of
+    another shape (a custom first module, a model method other than forward) is not supported."""
+    first = st_model[0]
+    hf = getattr(first, "auto_model", None)
+    cfg = getattr(first, "modality_config", {}).get("text", {})
+    out = cfg.get("method_output_name")
+    if not isinstance(hf, torch.nn.Module) or cfg.get("method") != "forward" or out not in ("logits", "last_hidden_state"):
+        raise BackendError(f"{type(first).__name__}: only a plain Hugging Face transformer as the first module can "
+                           f"run on onnx/openvino (found method {cfg.get('method')!r} -> {out!r}); use backend torch")
+    return hf, out, first.module_output_name
+
+
+def _digest(hf: torch.nn.Module, names: tuple[str, ...], output: str) -> str:
+    """The cache key: the weights as they are in memory (a pruned or fine-tuned model differs from its files),
+    the config, the graph's inputs and output, and the versions that shape the export."""
+    h = hashlib.sha256()
+    for part in (hf.config.to_json_string(), ",".join(names), output, str(FORMAT), torch.__version__,
+                 _version("transformers"), _version("onnx"), _version("onnxruntime")):
+        h.update(part.encode() + b"\0")
+    for name, t in hf.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "-"
+
+
+def _export(hf: torch.nn.Module, names: tuple[str, ...], output: str, probe: Mapping[str, torch.Tensor],
+            path: Path) -> None:
+    """``path``/model.onnx: the transformer with dynamic batch and sequence axes. Exported with eager attention,
+    the path the TorchScript exporter traces faithfully (sdpa's mask code bakes in the probe's shapes)."""
+    before = hf.config._attn_implementation
+    hf.set_attn_implementation("eager")
+    graph = _Graph(hf, names, output).eval()
+    axes = {n: {0: "batch", 1: "seq"} for n in names} | {output: {0: "batch"} if output == "logits" else {0: "batch", 1: "seq"}}
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings and the exporter's deprecation notice
+            torch.onnx.export(graph, tuple(probe[n].cpu() for n in names), str(path / "model.onnx"), dynamo=False,
+                              input_names=list(names), output_names=[output], dynamic_axes=axes, opset_version=17)
+    finally:
+        hf.set_attn_implementation(before)
+
+
+def _quantize(src: Path, dest: Path) -> None:
+    """Dynamic int8: weights per output channel, activations per tensor at run time (ONNX Runtime's
+    ``quantize_dynamic``, as sentence-transformers' export_dynamic_quantized_onnx_model does)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    def advice(record: logging.LogRecord) -> bool:  # its generic "consider pre-processing" note, on every call
+        return "pre-processing before quantization" not in record.getMessage()
+
+    logging.getLogger().addFilter(advice)
+    try:
+        quantize_dynamic(str(src / "model.onnx"), str(dest / "model.onnx"), weight_type=QuantType.QInt8,
+                         per_channel=True, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+def exported(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Path:
+    """The folder holding ``backend``'s model.onnx for this model, exported (and quantised) on first use;
+    ``probe()``: a few tokenized inputs, traced by the exporter."""
+    hf, output, _ = _first_module(st_model)
+    feats = probe()
+    names = tuple(n for n in INPUTS if n in feats)
+    key = _digest(hf, names, output)[:20]
+    root = cache_root(cache_dir) / "accel"
+    fp32 = root / f"{key}-fp32"
+    if not (fp32 / "model.onnx").is_file():
+        with atomic_dir(fp32) as tmp:
+            _export(hf, names, output, feats, tmp)
+            (tmp / "meta.json").write_text(json.dumps({"inputs": names, "output": output}) + "\n")
+    if backend != "onnx-int8":
+        return fp32
+    int8 = root / f"{key}-int8"
+    if not (int8 / "model.onnx").is_file():
+        with atomic_dir(int8) as tmp:
+            _quantize(fp32, tmp)
+            (tmp / "meta.json").write_text((fp32 / "meta.json").read_text())
+    return int8
+
+
+# --- runtimes ------------------------------------------------------------------------------------------------------
+
+def _threads() -> int:
+    return max(1, torch.get_num_threads())
+
+
+def _ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = _threads(), 1
+    so.log_severity_level = 3
+    # Idle threads sleep rather than spin: on a CPU shared with other jobs spinning cost 15% here
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = ort.InferenceSession(str(path / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    return lambda feeds: sess.run(None, feeds)[0]
+
+
+def _openvino_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    import openvino as ov
+
+    core = ov.Core()
+    # f32 explicitly: on AMX / AVX512-BF16 CPUs OpenVINO would otherwise run in bf16 on its own
+    compiled = core.compile_model(core.read_model(str(path / "model.onnx")), "CPU", {
+        "INFERENCE_NUM_THREADS": _threads(), "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+    return lambda feeds: request.infer(feeds)[0]
+
+
+SESSIONS = {"onnx": _ort_session, "onnx-int8": _ort_session, "openvino": _openvino_session}
+
+
+def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Forward:
+    """A drop-in for ``st_model(features)`` whose transformer runs on ``backend``; the modules after it run in torch."""
+    if lacking := missing(backend):
+        raise BackendError(f"backend {backend} needs {' and '.join(lacking)}, not installed: {install_hint(backend)} "
+                           f"(or set the backend to auto or torch)")
+    _, output, feature = _first_module(st_model)
+    try:
+        path = exported(backend, st_model, probe, cache_dir)
+        names = tuple(json.loads((path / "meta.json").read_text())["inputs"])
+        run = SESSIONS[backend](path)
+    except Exception as err:  # an architecture the exporter or runtime cannot take: auto moves on, forced says why
+        raise BackendError(f"backend {backend} cannot run this model: {type(err).__name__}: "
+                           f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}; use auto or torch") from err
+    rest = list(st_model)[1:]
+
+    def call(features: Features) -> Features:
+        feeds = {n: features[n].cpu().numpy().astype(np.int64) for n in names}  # type: ignore[union-attr]
+        features = dict(features)
+        features[feature] = torch.from_numpy(np.asarray(run(feeds), np.float32))  # (batch, 1) or (batch, seq, dim)
+        for module in rest:
+            features = module(features)
+        return features
+
+    return call
+
+
+# --- choosing ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate run on the gate sample: its speed against torch fp32's and its Spearman to torch fp32."""
+
+    backend: str
+    speedup: float
+    spearman: float
+
+    @property
+    def passed(self) -> bool:
+        return self.spearman >= GATE_SPEARMAN
+
+    def __str__(self) -> str:
+        return f"{self.backend} {self.speedup:.2f}x {'passes' if self.passed else 'FAILS'} {self.spearman:.5f}"
+
+
+def _timed(fn: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
+           outputs: Callable[[Forward, bool], np.ndarray], bf16: bool | str, n: int, bf16_native: bool, cuda: bool,
+           cache_dir: Path | str | None = None) -> tuple[Choice, Forward | None]:
+    """The backend for a call on ``n`` items and its forward (None: torch, autocast per ``Choice.bf16``).
+
+    ``outputs(forward, bf16)`` computes the gate sample's outputs (logits or embeddings) with a forward.
+    torch: as asked (bf16 per its key), no gate. A forced backend runs and passes the gate, or raises.
+    auto: torch on a GPU or for a call under ``AUTO_MIN`` items; else every candidate here (``candidates``) runs
+    the gate sample, timed against torch fp32 on the same sample, and the fastest that passes wins if it beats
+    torch fp32 by ``AUTO_MARGIN`` (one timed run on a CPU others may share: a near tie stays with torch).
+    """
+    if requested not in BACKENDS:
+        raise BackendError(f"backend: expected one of {', '.join(BACKENDS)}; found {requested!r}")
+    on = bf16_native if bf16 == "auto" else bool(bf16)  # torch's bf16 autocast, as models.autocast resolves it
+    if requested == "torch":
+        return Choice("torch", on, None, 0, "as asked"), None
+    if requested == "auto" and (cuda or n < AUTO_MIN):
+        why = "auto on a GPU" if cuda else f"auto: {n} items < {AUTO_MIN}, not worth the trials"
+        return Choice("torch", on, None, 0, why, final=cuda), None
+    if n < GATE_MIN:
+        return Choice("torch", on, None, 0, f"{n} items < {GATE_MIN}: too few to gate {requested}", final=False), None
+    outputs(st_model, False)  # a warm-up: the first run pays for allocations
+    ref, t_ref = _timed(lambda: outputs(st_model, False))  # torch fp32: the reference
+    trials: list[tuple[Trial, Forward | None]] = []
+    skipped: list[str] = []
+    for backend in candidates(bf16_native, bf16) if requested == "auto" else [requested]:
+        try:
+            fwd = None if backend == "torch-bf16" else forward(backend, st_model, probe, cache_dir)
+        except BackendError as err:
+            if requested != "auto":
+                raise
+            skipped.append(f"{backend} ({err})")
+            continue
+        out, t = _timed(lambda: outputs(fwd or st_model, fwd is None))
+        trials.append((Trial(backend, t_ref / t, spearman(ref, out)), fwd))
+    if requested != "auto":
+        trial, fwd = trials[0]
+        if not trial.passed:
+            raise BackendError(f"backend {requested} fails the quality gate: Spearman {trial.spearman:.5f} vs torch "
+                               f"fp32 on {len(ref)} items, expected >= {GATE_SPEARMAN}; use auto (which skips it) or torch")
+        return Choice(requested, False, trial.spearman, len(ref), f"as asked; {trial}"), fwd
+    tried = "; ".join([*(str(t) for t, _ in trials), *skipped]) or f"nothing: {install_hint('onnx')} adds backends"
+    good = [(t, f) for t, f in trials if t.passed and t.speedup >= AUTO_MARGIN]
+    if not good:
+        return Choice("torch", False, None, 0, f"auto: none passes and is {AUTO_MARGIN}x faster; tried {tried}"), None
+    best, fwd = max(good, key=lambda tf: tf[0].speedup)
+    return Choice(best.backend.removesuffix("-bf16"), fwd is None, best.spearman, len(ref),
+                  f"auto: the fastest that passes; tried {tried}"), fwd
