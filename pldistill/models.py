@@ -119,6 +119,18 @@ def autocast(bf16: bool | str) -> Iterator[None]:
         yield
 
 
+def token_counts(tokenizer: object, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[int]:
+    """Tokens per input (pairs: ``texts[i]`` with ``pairs[i]``), truncated as the model truncates. Batches of
+    similar token counts pad far less than batches of similar character counts (STS-B pairs: 30 real tokens per
+    pair padded to 40 when sorted by characters, to 31 by tokens); without a tokenizer, characters."""
+    if not callable(tokenizer):
+        return [len(a) + len(b) for a, b in zip(texts, pairs)] if pairs is not None else [len(t) for t in texts]
+    args = (list(texts),) if pairs is None else (list(texts), list(pairs))
+    ids = tokenizer(*args, truncation=True, max_length=max_length, return_attention_mask=False,
+                    return_token_type_ids=False)["input_ids"]
+    return [len(i) for i in ids]
+
+
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Index batches of similar length (longest first): less padding, and OOM shows up at once."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
@@ -225,8 +237,9 @@ class BiEncoder(_Backended):
 
     def _encode(self, texts: list[str], batch_size: int, bf16: bool | str, progress: bool,
                 forward: accel.Forward | None = None) -> np.ndarray:
-        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx], forward), [len(t) for t in texts],
-                                  batch_size, bf16, "encode", progress)
+        lengths = token_counts(self.model.tokenizer, texts, None, self.max_length)
+        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx], forward), lengths, batch_size, bf16,
+                                  "encode", progress)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
         """(len(texts), dim) float32 embeddings, L2-normalised."""
@@ -297,7 +310,7 @@ class CrossModel(_Backended):
                forward: accel.Forward | None = None) -> np.ndarray:
         return _batched_inference(
             lambda idx: self._logits([s1[i] for i in idx], [s2[i] for i in idx], forward),
-            [len(a) + len(b) for a, b in zip(s1, s2)], batch_size, bf16, "cross-encode", progress,
+            token_counts(self.model.tokenizer, s1, s2, self.max_length), batch_size, bf16, "cross-encode", progress,
         )
 
     def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:

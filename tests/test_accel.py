@@ -203,3 +203,12 @@ def test_a_forced_backend_without_its_package_stops_at_the_params(monkeypatch):
     with pytest.raises(ConfigError, match=r"label.backend.*onnx needs onnxruntime, not installed: pip install 'pldistill\[fast\]'"):
         parse_params({"label": {"backend": "onnx"}})
     assert parse_params({"label": {"backend": "auto"}, "evaluate": {"backend": "torch"}}).label.backend == "auto"
+
+
+def test_batches_follow_token_counts_not_characters(cross, bi):
+    from pldistill.models import token_counts
+    # 9 characters each; [CLS] 1 , 234 , 56 ##7 [SEP] vs [CLS] aa ##aa ##aa ##aa [SEP]
+    assert token_counts(bi.model.tokenizer, ["1,234,567", "aaaaaaaaa"], None, 32) == [8, 6]
+    counts = token_counts(cross.model.tokenizer, S1, S2, 32)
+    assert counts == [len(cross._features([a], [b])["input_ids"][0]) for a, b in zip(S1, S2)]
+    assert token_counts(None, ["ab", "c"], ["d", ""], 32) == [3, 1]  # no tokenizer: characters
