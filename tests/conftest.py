@@ -4,6 +4,7 @@ and whole stage chains built once per session for the tests that only read them 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -23,6 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
+
+
+def pytest_configure(config):
+    # One torch thread: tiny models gain nothing from intra-op threads, and where the cores are busy the
+    # threads wait on each other (a trans-encoder chain's distill: 13 s on 1 thread, 57-186 s on 2, on two
+    # shared cores). Stage subprocesses the tests start inherit it, so runs compared byte for byte agree.
+    torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 
 
 @pytest.fixture(scope="session")
