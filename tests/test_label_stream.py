@@ -21,7 +21,7 @@ from tests.conftest import make_pairs
 def teacher_dir(tiny_model_dir, tmp_path_factory):
     path = tmp_path_factory.mktemp("teacher") / "teacher"
     model = CrossModel.load(str(tiny_model_dir), 32)
-    Teacher([Member("member-00", "cross", str(tiny_model_dir), True, model, Calibration())]).save(path, {}, "card")
+    Teacher([Member("member-00", "cross", str(tiny_model_dir), True, model, Calibration())]).save(path, "card")
     return path
 
 

@@ -26,7 +26,7 @@ import torch
 
 from pldistill import cards, labelling, losses, schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
+from pldistill.io import atomic_dir, write_card, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row
@@ -147,10 +147,10 @@ def member_weights(dev_spearman: Sequence[float], how: str, temperature: float =
 class Ensemble:
     """The teacher of rtt-ensemble: sub-models whose normalised embeddings are averaged with weights."""
 
-    kind = "ensemble"
-
-    def __init__(self, members: list[BiEncoder], names: list[str], weights: np.ndarray):
-        self.members, self.names, self.weights = members, names, weights
+    def __init__(self, members: list[BiEncoder], names: list[str], dev: Sequence[float], how: str,
+                 temperature: float = 1.0, name: str = "ensemble"):
+        self.members, self.names, self.dev, self.name = members, names, list(dev), name
+        self.weights = member_weights(self.dev, how, temperature)
 
     @classmethod
     def load(cls, path: Path | str, how: str, temperature: float, max_length: int) -> Ensemble:
@@ -170,7 +170,16 @@ class Ensemble:
         dims = {m.model.get_sentence_embedding_dimension() for m in members}
         if len(dims) > 1:
             raise ModelError(f"{path}: members embed in different sizes {sorted(dims)}; an average needs one")
-        return cls(members, names, member_weights(dev, how, temperature))
+        return cls(members, names, dev, how, temperature, str(path))
+
+    def save(self, path: Path | str, card: str | None = None) -> None:
+        """The sub-models and their dev scores, as stage teacher writes them (``load`` weighs them again)."""
+        with atomic_dir(path) as tmp:
+            for n, m in zip(self.names, self.members):
+                m.save(tmp / n)
+            listed = [{"name": n, "best_dev": d} for n, d in zip(self.names, self.dev)]
+            (tmp / MEMBERS_FILE).write_text(json.dumps({"members": listed}, indent=2) + "\n")
+            write_card(tmp, card)
 
     @property
     def dim(self) -> int:
