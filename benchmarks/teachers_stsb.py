@@ -66,6 +66,10 @@ ROWS = {
     "aug-mpnet-bi-k10": ("mpnet-bi", "bm25", "augsbert", {}, 10),
     "aug-mpnet-bi-given": ("mpnet-bi-given", "bm25", "augsbert", {}),
     "aug-ensemble": ("ensemble", "bm25", "augsbert", {}),
+    # BM25 pairs are mostly dissimilar (silver mean 0.29, gold 0.56): the same teacher on pairs that semantic
+    # search finds (similar ones), and on both (the paper's BM25 + S.S.)
+    "aug-mpnet-bi-semantic": ("mpnet-bi", "semantic", "augsbert", {}),
+    "aug-mpnet-bi-bm25sem": ("mpnet-bi", "bm25+semantic", "augsbert", {}),
     "dse-mpnet-bi": ("mpnet-bi", "none", "dse", {}),
     "dse-gold": ("mpnet-bi", "none", "dse-gold", {}),  # alpha 0: the same DSE student on gold alone
     # Both students above stop at their last step, still improving: the same two with 4 epochs.
