@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import numpy as np
 import torch
@@ -203,20 +203,49 @@ def pair_embeddings(encode: Callable[..., np.ndarray], s1: Sequence[str], s2: Se
     return emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]]
 
 
-def _save(model: SentenceTransformer | CrossEncoder, path: Path | str, card: str | None) -> None:
-    with atomic_dir(path) as tmp:
-        model.save(str(tmp), create_model_card=False, safe_serialization=True)
-        write_card(tmp, card)
-
-
 class _Backended:
-    """Inference on a backend (pldistill.accel): torch, or the transformer on ONNX Runtime / OpenVINO, chosen and
-    checked by the quality gate at the model's first call big enough to decide, then kept."""
+    """A sentence-transformers model (SentenceTransformer or CrossEncoder) loaded from a spec, with inference on a
+    backend (pldistill.accel): torch, or the transformer on ONNX Runtime / OpenVINO, chosen and checked by the
+    quality gate at the model's first call big enough to decide, then kept."""
 
     model: SentenceTransformer | CrossEncoder
     backend: str = "torch"  # as asked
     choice: accel.Choice | None = None  # what the last call ran on, and why
     _forward: accel.Forward | None = None
+
+    def __init__(self, model: SentenceTransformer | CrossEncoder, name: str, backend: str = "torch"):
+        self.model, self.name = model, name
+        self.use_backend(backend)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """What trains: the sentence-transformers model itself."""
+        return self.model
+
+    @classmethod
+    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
+             layers: Sequence[int] | None = None, backend: str = "torch") -> Self:
+        """``layers``: keep only these transformer layers (a pruned model); ``backend``: what runs inference."""
+        path = resolve(spec)
+        with _hub_errors(spec, path):
+            model = cls._open(path, max_length, trust_remote_code)
+        if layers is not None:
+            prune_layers(cls._transformer(model), layers, spec)
+        return cls(model, spec, backend)
+
+    @staticmethod
+    def _open(path: str, max_length: int, trust_remote_code: bool) -> SentenceTransformer | CrossEncoder:
+        raise NotImplementedError
+
+    @staticmethod
+    def _transformer(model: SentenceTransformer | CrossEncoder) -> torch.nn.Module:
+        """The Hugging Face model inside (what pruning cuts)."""
+        raise NotImplementedError
+
+    def save(self, path: Path | str, card: str | None = None) -> None:
+        with atomic_dir(path) as tmp:
+            self.model.save(str(tmp), create_model_card=False, safe_serialization=True)
+            write_card(tmp, card)
 
     def use_backend(self, backend: str) -> None:
         """auto | torch | onnx | onnx-int8 | openvino (params.yaml: label.backend); decided at the next call."""
@@ -238,27 +267,16 @@ class _Backended:
 class BiEncoder(_Backended, Trainable):
     """A sentence encoder; a pair's score is the cosine of its two embeddings. Learns by cosine MSE."""
 
-    def __init__(self, model: SentenceTransformer, name: str, backend: str = "torch"):
-        self.model, self.name = model, name
-        self.use_backend(backend)
-
-    @classmethod
-    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
-             layers: Sequence[int] | None = None, backend: str = "torch") -> BiEncoder:
-        """``layers``: keep only these transformer layers (a pruned student); ``backend``: what encodes (accel)."""
-        path = resolve(spec)
-        with _hub_errors(spec, path):
-            model = SentenceTransformer(
-                path, device=device(), trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
-            )
+    @staticmethod
+    def _open(path: str, max_length: int, trust_remote_code: bool) -> SentenceTransformer:
+        model = SentenceTransformer(path, device=device(), trust_remote_code=trust_remote_code,
+                                    model_kwargs={"use_safetensors": True})
         model.max_seq_length = max_length
-        if layers is not None:
-            prune_layers(model[0].auto_model, layers, spec)
-        return cls(model, spec, backend)
+        return model
 
-    @property
-    def module(self) -> torch.nn.Module:
-        return self.model
+    @staticmethod
+    def _transformer(model: SentenceTransformer) -> torch.nn.Module:
+        return model[0].auto_model
 
     @property
     def max_length(self) -> int:
@@ -302,34 +320,19 @@ class BiEncoder(_Backended, Trainable):
 
     batch_loss = cosine_mse_loss
 
-    def save(self, path: Path | str, card: str | None = None) -> None:
-        _save(self.model, path, card)
 
 
 class CrossModel(_Backended, Trainable):
     """A cross-encoder with one output: ``logit``; its score is ``sigmoid(logit)`` in [0, 1]. Learns by soft BCE."""
 
-    def __init__(self, model: CrossEncoder, name: str, backend: str = "torch"):
-        self.model, self.name = model, name
-        self.use_backend(backend)
+    @staticmethod
+    def _open(path: str, max_length: int, trust_remote_code: bool) -> CrossEncoder:
+        return CrossEncoder(path, num_labels=1, max_length=max_length, device=device(),
+                            trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True})
 
-    @classmethod
-    def load(cls, spec: str, max_length: int = 128, trust_remote_code: bool = False,
-             layers: Sequence[int] | None = None, backend: str = "torch") -> CrossModel:
-        """``layers``: keep only these transformer layers; ``backend``: what labels (accel)."""
-        path = resolve(spec)
-        with _hub_errors(spec, path):
-            model = CrossEncoder(
-                path, num_labels=1, max_length=max_length, device=device(),
-                trust_remote_code=trust_remote_code, model_kwargs={"use_safetensors": True},
-            )
-        if layers is not None:
-            prune_layers(model.model, layers, spec)
-        return cls(model, spec, backend)
-
-    @property
-    def module(self) -> torch.nn.Module:
-        return self.model
+    @staticmethod
+    def _transformer(model: CrossEncoder) -> torch.nn.Module:
+        return model.model
 
     @property
     def max_length(self) -> int:
@@ -370,5 +373,3 @@ class CrossModel(_Backended, Trainable):
 
     batch_loss = soft_bce_loss
 
-    def save(self, path: Path | str, card: str | None = None) -> None:
-        _save(self.model, path, card)
