@@ -24,7 +24,14 @@ FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression", "classification")
 TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
 CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
-BUNDLED_MODELS = tuple(BUNDLED)  # `bundled:<name>`; weights and sha256 in pldistill.bundled
+BUNDLED_MODELS = tuple(BUNDLED)
+# What runs on several processes (params `processes`, pldistill.distributed), and why the others do not yet.
+DISTRIBUTED_RECIPES = ("augsbert", "dse")
+DISTRIBUTED_WHY = {
+    "trans-encoder": "its cycles label and train inside stage distill, writing a store of finished steps as they go, "
+                     "which is not rank-aware",
+    "rtt-ensemble": "InfoNCE's in-batch negatives would see only a rank's slice of each batch",
+}  # `bundled:<name>`; weights and sha256 in pldistill.bundled
 
 
 def named_datasets() -> tuple[str, ...]:
@@ -469,6 +476,7 @@ class Params(_Section):
     seed: int = Field(42, ge=0)
     cycles: int = Field(1, ge=1)
     recipe: str = "augsbert"
+    processes: int = Field(1, ge=1)  # stages gold, teacher, label, distill: processes on torch.distributed
     data: DataParams = DataParams()
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
@@ -506,6 +514,11 @@ class Params(_Section):
             raise ValueError(
                 f"recipe {self.recipe} uses teacher.model only as a starting point; teacher.members and "
                 "teacher.layers apply to augsbert and dse: set them to [] and null"
+            )
+        if self.processes > 1 and self.recipe not in DISTRIBUTED_RECIPES:
+            raise ValueError(
+                f"processes: {self.processes} processes run recipes {' and '.join(DISTRIBUTED_RECIPES)} only; "
+                f"found recipe {self.recipe} ({DISTRIBUTED_WHY[self.recipe]}); set processes to 1"
             )
         if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
             raise ValueError(

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from pldistill import diagnostics, schemas
+from pldistill import diagnostics, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
 from pldistill.io import scratch, write_csv_rows
@@ -25,7 +25,8 @@ from pldistill.teachers import Teacher
 CYCLE = 1  # the label stage's labelling is cycle 1 (Trans-Encoder's cycles label inside stage distill)
 TARGET = "target"  # domain adaptation: the strategy of the target's own training pairs (scores dropped)
 # Pairs labelled and written at a time: memory stays flat however many pairs there are (README "Labelling
-# a million pairs" measures it); batches are length-sorted inside a chunk.
+# a million pairs" measures it); batches are length-sorted inside a chunk. Several processes: each labels
+# its slice of every chunk, and rank 0 writes the chunk whole (one row group, as one process writes it).
 CHUNK_ROWS = 16_384
 
 
@@ -42,15 +43,26 @@ def label_pairs(teacher: Teacher, pairs: pd.DataFrame, params: Params, cycle: in
     return out
 
 
+def label_sharded(teacher: Teacher, pairs: pd.DataFrame, params: Params, labeller: str,
+                  progress: bool = False) -> pd.DataFrame | None:
+    """``label_pairs`` of ``pairs``, each process labelling its slice; rank 0 gets them all, in order, the
+    other ranks None (every rank calls this with the same pairs)."""
+    return distributed.shard_apply(lambda part: label_pairs(teacher, part, params, CYCLE, labeller, progress), pairs)
+
+
 def label_stream(teacher: Teacher, chunks: Iterable[pd.DataFrame], total: int, params: Params, labeller: str,
                  add: Callable[[pd.DataFrame], None]) -> np.ndarray:
-    """Label each chunk of pairs and hand it to ``add`` (a Parquet writer); return every score, in order."""
+    """Label each chunk of pairs and hand it to ``add`` (a Parquet writer); return every score, in order.
+    Several processes: every rank goes through the same chunks and labels its slice of each; rank 0 alone
+    adds and returns the scores (the other ranks return none)."""
     scores = [np.empty(0)]
-    with tqdm(total=total, desc="label", unit="pair", disable=not total, mininterval=2) as bar:
+    with tqdm(total=total, desc="label", unit="pair", disable=not total or not distributed.is_main(),
+              mininterval=2) as bar:
         for chunk in chunks:
-            out = label_pairs(teacher, chunk, params, CYCLE, labeller, progress=False)
-            add(out)
-            scores.append(out["score"].to_numpy(np.float64))
+            out = label_sharded(teacher, chunk, params, labeller)
+            if out is not None:
+                add(out)
+                scores.append(out["score"].to_numpy(np.float64))
             bar.update(len(chunk))
     return np.concatenate(scores)
 
@@ -112,10 +124,16 @@ def label_candidates(params: Params, clean: Path, pairs: Path, teacher: Path, si
     chunks, total, n_target = candidate_chunks(params, clean, pairs)
     model = Teacher.load(teacher, params.teacher.max_length) if total or gold_logits else None
     labeller = model.labeller(teacher) if model else ""
+    main = distributed.is_main()
     if gold_logits:
         gold_pairs = gold[["sentence1", "sentence2"]].assign(strategy="gold")
-        schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, label_pairs(model, gold_pairs, params, CYCLE, labeller),
-                      schemas.PSEUDO)
+        on_gold = label_sharded(model, gold_pairs, params, labeller, progress=main)
+        if main:
+            schemas.write(silver_dir / schemas.GOLD_LOGITS_FILE, on_gold, schemas.PSEUDO)
+    if not main:  # its slice of every chunk, handed to rank 0, which writes the silver file and the report
+        if model:
+            label_stream(model, chunks, total, params, labeller, add=lambda out: None)
+        return {}
     silver_file = silver_dir / schemas.SILVER_FILE
     kde = params.sample.strategy == "kde"
     extra: dict = {}

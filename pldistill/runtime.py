@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pldistill import distributed
 from pldistill.config import ConfigError, Params, load_params
 from pldistill.datasets import DataError
 from pldistill.diagnostics import SelectionError
@@ -39,7 +40,10 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
     try:
         params: Params = load_params(args.params)
         report = fn(params, **{name: getattr(args, name) for name in paths})
+        if distributed.is_main():  # several processes: rank 0 has the report (the others return {})
+            print(json.dumps(report, indent=2))
     except USER_ERRORS as err:
         sys.exit(f"error: {err}")
-    print(json.dumps(report, indent=2))
+    finally:
+        distributed.leave()
     return report

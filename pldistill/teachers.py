@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 
-from pldistill import cards, schemas
+from pldistill import cards, distributed, schemas
 from pldistill.config import EvaluateParams, Params, TeacherMember
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, sha256_file, write_card
@@ -227,6 +227,8 @@ def build(params: Params, clean: Path, out: Path, curve: Path) -> dict:
         result["ensemble_dev"] = correlation(score, dev["score"])
     else:  # one member: its facts at the top level, as before ensembles
         result = {**reports[0], **result, "members": reports}
+    if not distributed.is_main():  # its share of the training done; rank 0 writes
+        return {}
     model.save(out, cards.teacher_card(dataset, [m.describe for m in members]), member_cards)
     write_curves(curve, curves)
     return result

@@ -16,6 +16,7 @@ from transformers import get_linear_schedule_with_warmup
 
 import pandas as pd
 
+from pldistill import distributed
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
@@ -111,8 +112,10 @@ class Fit:
         self.device = next(module.parameters()).device
         self.step, self.seconds, self.curve, self.running = 0, 0.0, [], []
         self.best = {"dev": -math.inf, "step": 0, "state": None}
-        self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2)
-        self._batches = self._schedule()
+        self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
+        self._batches = self._schedule()  # several processes: every rank draws the same batches (same generator)
+        distributed.broadcast_parameters(module)  # several processes: every rank starts from rank 0's weights
+        distributed.own_dropout_stream()
         self._rng = _rng_state()  # as the caller seeded it: weight init done, dropout not yet drawn
         t0 = time.perf_counter()
         self._evaluate()  # the start is a checkpoint too
@@ -127,7 +130,7 @@ class Fit:
 
     def _evaluate(self) -> float:
         self.module.eval()
-        dev = float(self.dev_score())
+        dev = float(distributed.on_main(self.dev_score))  # every rank keeps the checkpoint rank 0's score picks
         loss = round(float(np.mean(self.running)), 5) if self.running else None
         self.curve.append({"step": self.step, "epoch": round(self.step / self.per_epoch, 3), "loss": loss, "dev": dev})
         self.running.clear()
@@ -138,19 +141,23 @@ class Fit:
             self.best.update(dev=dev, step=self.step, state=state)
         return dev
 
-    def _train_step(self, idx: list[int]) -> None:
+    def _train_step(self, batch: list[int]) -> None:
         self.module.train()
+        idx, weight = distributed.share(batch)  # several processes: this rank's slice of the batch
         with autocast(self.params.bf16):
             loss = self.batch_loss([self.s1[j] for j in idx], [self.s2[j] for j in idx], self.y[idx].to(self.device))
+        if weight != 1.0:
+            loss = loss * weight
         loss.backward()
+        batch_loss = distributed.average_gradients(self.module, loss)  # one process: loss.item()
         torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
         self.opt.step()
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
-        self.running.append(loss.item())
+        self.running.append(batch_loss)
         self.step += 1
         self.bar.update(1)
-        self.bar.set_postfix(loss=f"{loss.item():.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
+        self.bar.set_postfix(loss=f"{batch_loss:.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
 
     def advance(self, until: int) -> float:
         """Train up to step ``until`` (at most the last); return the dev score there."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import recipes
+from pldistill import distributed, recipes
 from pldistill.config import Params
 from pldistill.io import write_json
 from pldistill.recipes.base import DistillDirs
@@ -18,8 +18,10 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
             cross: Path, report: Path, curve: Path, cycles_plot: Path) -> dict:
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo; return the report."""
     dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot)
+    distributed.join(params.processes)
     result = recipes.get(params.recipe).distill(params, dirs)
-    write_json(report, result)
+    if distributed.is_main():  # the other ranks only shared the work
+        write_json(report, result)
     return result
 
 

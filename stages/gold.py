@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import cards, schemas
+from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir
 from pldistill.io import write_json
@@ -16,12 +16,15 @@ from pldistill.training import train_bi_encoder
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Train ``student.model`` on the gold training pairs with the student's settings; write models/gold."""
+    distributed.join(params.processes)
     where = gold_dir(params, clean)
     train = schemas.read(where / "train.parquet", schemas.PAIRS)
     dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
     model, res = train_bi_encoder(params.student, params.evaluate, list(train["sentence1"]),
                                   list(train["sentence2"]), list(train["score"]), dev, params.seed,
                                   desc="gold bi-encoder")
+    if not distributed.is_main():  # its share of the training done; rank 0 writes
+        return {}
     sp = params.student
     source = params.adapt.data
     model.save(out, cards.card(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import recipes
+from pldistill import distributed, recipes
 from pldistill.config import Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage
@@ -17,8 +17,10 @@ from pldistill.runtime import run_stage
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
           density: Path) -> dict:
     """Label with the recipe's teacher into ``silver_dir``; the score density plot; return the report."""
+    distributed.join(params.processes)
     result = recipes.get(params.recipe).label(params, clean, pairs, teacher, silver_dir, density)
-    write_json(report, result)
+    if distributed.is_main():  # the other ranks only shared the work
+        write_json(report, result)
     return result
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import recipes
+from pldistill import distributed, recipes
 from pldistill.config import Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage
@@ -15,8 +15,10 @@ from pldistill.runtime import run_stage
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Make the recipe's teacher into ``out``; its dev curve(s) into ``curve``; return the report."""
+    distributed.join(params.processes)
     result = recipes.get(params.recipe).teacher(params, clean, out, curve)
-    write_json(report, result)
+    if distributed.is_main():  # the other ranks only shared the work
+        write_json(report, result)
     return result
 
 

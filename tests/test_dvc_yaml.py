@@ -12,7 +12,8 @@ STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 # Plumbing every stage uses that never changes an artifact's values (paths, typed params, atomic
 # writes, the CLI); listing them everywhere would re-run the whole pipeline on a docstring edit.
 PLUMBING = {"pldistill/config.py", "pldistill/io.py", "pldistill/runtime.py", "pldistill/schemas.py",
-            "pldistill/__init__.py"}
+            "pldistill/__init__.py", "pldistill/launch.py"}
+LAUNCHER = "pldistill.launch"  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
 # Imports that do not reach a stage's results: metrics.py uses bm25's tokenizer only for the Jaccard
 # baseline, which only `evaluate` computes (and evaluate lists bm25.py itself).
 NOT_REACHING = {("pldistill/metrics.py", "pldistill/bm25.py")}
@@ -47,12 +48,20 @@ def local_imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("name", list(STAGES))
 def test_stage_lists_the_code_it_runs(name):
     stage = STAGES[name]
-    module = stage["cmd"].split("python -m ")[1].split()[0]
+    words = stage["cmd"].split("python -m ")[1].split()
+    module = words[1] if words[0] == LAUNCHER else words[0]
     entry = module.replace(".", "/") + ".py"
     deps = set(stage["deps"])
     needed = ({entry} | local_imports(ROOT / entry)) - PLUMBING - {"stages/__init__.py"}
     missing = {f for f in needed if f not in deps and not any(f.startswith(d.rstrip("/") + "/") for d in deps)}
     assert not missing, f"{name}: add to deps {sorted(missing)}"  # a folder in deps covers the files under it
+
+
+def test_stages_that_read_processes_start_through_the_launcher():
+    # `processes` > 1 needs torchrun; a stage tracking it but started plainly would fail its launch check
+    for name, stage in STAGES.items():
+        launched = stage["cmd"].startswith(f"python -m {LAUNCHER} ")
+        assert launched == ("processes" in stage.get("params", [])), name
 
 
 def test_eval_json_is_the_one_metric_and_every_plot_file_is_an_output():

@@ -5,7 +5,7 @@ selected on the source's dev set (no target label is used). Teacher and label: t
 
 from __future__ import annotations
 
-from pldistill import cards, schemas
+from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_csv_rows
@@ -31,6 +31,8 @@ class AugSBERT(Recipe):
         y = [*gold["score"], *labelled["score"]]
         student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, select_on, params.seed,
                                         desc="student")
+        if not distributed.is_main():  # its share of the training done; rank 0 writes
+            return {}
         sp = params.student
         teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
         student.save(dirs.bi, cards.card("Augmented-SBERT student", "bi", sp.model, {

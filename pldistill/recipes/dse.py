@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, schemas
+from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
@@ -56,6 +56,8 @@ class DSERecipe(Recipe):
         res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]),
                   list(rows["sentence2"]), target, dev_spearman(student, scored["dev"], params.evaluate), dp, gen,
                   desc="dse student", lr_by_prefix={"head": dp.head_lr})
+        if not distributed.is_main():  # its share of the training done; rank 0 writes
+            return {}
         student.save(dirs.bi, cards.card("DSE student", "bi", sp.model, {
             "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled), "alpha": dp.alpha,
             "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",

@@ -1,0 +1,170 @@
+"""Several processes (params `processes`, pldistill.distributed): two CPU processes on gloo, started with
+torchrun as a subprocess, against one process in this one. Labelling gives the one-process silver file;
+data-parallel training gives the one-process model (dropout off: then the runs differ only in the order
+floats are summed); only rank 0 writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+import stages.gold as gold_stage
+from pldistill import distributed, schemas
+from pldistill.config import ConfigError, Params, parse_params
+from pldistill.launch import command
+from tests import distributed_fit
+from tests.conftest import ROOT, make_pairs, tiny
+from tests.test_label_stream import _inputs, _label, teacher_dir  # noqa: F401  (teacher_dir: a fixture)
+
+
+def _with(params: Params, **changes) -> Params:
+    return parse_params({**params.model_dump(mode="json"), **changes})
+
+
+def _params_file(params: Params, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
+    return path
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}  # this checkout's pldistill
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _reports(stdout: str) -> list[dict]:
+    """The JSON reports a run printed (run_stage prints one, on rank 0)."""
+    dec, out, at = json.JSONDecoder(), [], stdout.find("{")
+    while at >= 0:
+        obj, end = dec.raw_decode(stdout, at)
+        out.append(obj)
+        at = stdout.find("{", end)
+    return out
+
+
+@pytest.mark.slow
+def test_label_on_two_processes_writes_the_one_process_silver_file(tiny_params, teacher_dir, tmp_path):  # noqa: F811
+    clean, pairs, _ = _inputs(tmp_path, 151)  # odd: the ranks' slices differ in size
+    one, one_report = _label(tiny_params, tmp_path / "one", clean, pairs, teacher_dir)
+    out = tmp_path / "two"
+    done = _run([sys.executable, "-m", "pldistill.launch", "stages.label",
+                 "--params", str(_params_file(_with(tiny_params, processes=2), tmp_path / "two.yaml")),
+                 "--clean", str(clean), "--pairs", str(pairs), "--teacher", str(teacher_dir),
+                 "--silver-dir", str(out / "silver"), "--report", str(out / "label.json"),
+                 "--density", str(out / "density.csv")])
+    two = schemas.read(out / "silver" / schemas.SILVER_FILE, schemas.PSEUDO)
+    for col in ("sentence1", "sentence2", "strategy", "labeller", "cycle"):  # the same rows, in the same order
+        assert list(two[col]) == list(one[col]), col
+    np.testing.assert_allclose(two["score"], one["score"], atol=1e-5)
+    np.testing.assert_allclose(two["logit"], one["logit"], atol=1e-4)
+    two_report = json.loads((out / "label.json").read_text())
+    assert two_report["candidates"] == one_report["candidates"] == 151
+    assert two_report["histogram"] == one_report["histogram"]
+    assert two_report["silver_score_mean"] == pytest.approx(one_report["silver_score_mean"], abs=1e-4)
+    assert _reports(done.stdout) == [two_report]  # printed once: by rank 0
+    assert [p.name for p in (out / "silver").iterdir()] == [schemas.SILVER_FILE]  # no scratch left behind
+
+
+@pytest.fixture(scope="module")
+def dropless_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny BERT with dropout off: a training run is then a function of its batches alone."""
+    out = tmp_path_factory.mktemp("dropless") / "model"
+    shutil.copytree(tiny_model_dir, out)
+    config = json.loads((out / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.mark.slow
+def test_training_on_two_processes_gives_the_one_process_model(dropless_model_dir, tmp_path):
+    params = tiny(dropless_model_dir)
+    params = _with(params, student={**params.student.model_dump(mode="json"), "epochs": 2})
+    clean = tmp_path / "clean"
+    schemas.write(clean / "train.parquet", make_pairs(45), schemas.PAIRS)  # batches of 8: the last one 5 (3 + 2)
+    schemas.write(clean / "dev.parquet", make_pairs(24, offset=500), schemas.PAIRS)
+    paths = {name: tmp_path / run / file for run in ("one", "two")
+             for name, file in (("out", "gold"), ("report", "gold.json"), ("curve", "curve.csv"))}
+    one = gold_stage.gold(params, clean, tmp_path / "one/gold", tmp_path / "one/gold.json", tmp_path / "one/curve.csv")
+
+    logs = tmp_path / "writes"
+    logs.mkdir()
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+          "-m", "tests.record_writes", str(logs), "stages.gold",
+          "--params", str(_params_file(_with(params, processes=2), tmp_path / "two.yaml")), "--clean", str(clean),
+          "--out", str(tmp_path / "two/gold"), "--report", str(tmp_path / "two/gold.json"),
+          "--curve", str(tmp_path / "two/curve.csv")])
+    two = json.loads((tmp_path / "two/gold.json").read_text())
+
+    assert two["steps"] == one["steps"] == 12 and two["best_step"] == one["best_step"]
+    assert two["best_dev"] == pytest.approx(one["best_dev"], abs=0.05)  # Spearman x100
+    w1, w2 = (load_file(tmp_path / run / "gold/model.safetensors") for run in ("one", "two"))
+    assert w1.keys() == w2.keys()
+    worst = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
+    assert worst < 1e-4, worst
+    moved = max(float((w1[k] - load_file(dropless_model_dir / "model.safetensors")[k]).abs().max())
+                for k in w1 if k in load_file(dropless_model_dir / "model.safetensors"))
+    assert moved > 100 * worst  # training moved the weights far more than the two runs differ
+    assert (logs / "writes-0.txt").read_text().split() == [str(tmp_path / "two" / f)
+                                                          for f in ("gold", "curve.csv", "gold.json")]
+    assert not (logs / "writes-1.txt").exists()  # rank 1 trained and wrote nothing
+
+
+def test_fit_on_two_processes_is_the_one_process_fit_and_rank_0_scores_dev(tmp_path):
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+          "-m", "tests.distributed_fit", str(tmp_path)])
+    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    _, one = distributed_fit.fit_linear()
+    for seen in ranks:  # each rank took half of every batch; the averaged gradients are the whole batch's
+        np.testing.assert_allclose(seen["weight"] + [seen["bias"]], one["weight"] + [one["bias"]], atol=1e-5)
+        np.testing.assert_allclose(np.array(seen["curve"], float), np.array(one["curve"], float), atol=1e-5)
+        assert seen["best_step"] == one["best_step"]
+    assert one["weight"] != pytest.approx([0.0] * 4, abs=0.1)  # it learned something
+    assert [r["dev_computed"] for r in ranks] == [one["dev_computed"], 0]  # rank 0 scored dev, rank 1 received it
+    assert ranks[0]["sharded"] == {"row": [0, 1, 2, 3, 4], "rank": [0, 0, 1, 1, 1]}  # in order, from both ranks
+    assert ranks[1]["sharded"] is None
+
+
+def test_a_batch_splits_into_slices_whose_weighted_losses_average_to_the_batch_mean(monkeypatch):
+    batch = list(range(5))
+    for world, expected in ((2, [([0, 1], 0.8), ([2, 3, 4], 1.2)]), (6, [([0], 0.0)] + [([i], 1.2) for i in range(5)])):
+        monkeypatch.setattr(distributed, "world", lambda w=world: w)
+        got = []
+        for r in range(world):
+            monkeypatch.setattr(distributed, "rank", lambda r=r: r)
+            got.append(distributed.share(batch))
+        assert got == expected
+        loss = torch.rand(5)  # per-row losses: the ranks' weighted slice means, averaged, are the batch mean
+        assert sum(w * float(loss[idx].mean()) for idx, w in got) / world == pytest.approx(float(loss.mean()))
+
+
+def test_launch_runs_one_process_here_and_more_under_torchrun(tmp_path):
+    assert command("stages.label", ["--pairs", "p"], 1)[1:] == ["-m", "stages.label", "--pairs", "p"]
+    assert command("stages.label", ["--pairs", "p"], 2)[1:] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "stages.label", "--pairs", "p"]
+
+
+def test_a_stage_started_without_the_launcher_says_how_to_start_it(tiny_params, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ConfigError, match=r"processes: params.yaml asks for 2 process\(es\), but this run was "
+                                          r"started with 1; run the stage through the launcher"):
+        distributed.join(_with(tiny_params, processes=2).processes)
+
+
+def test_processes_is_at_least_one_and_refused_for_recipes_that_cannot_shard():
+    with pytest.raises(ConfigError, match="processes: Input should be greater than or equal to 1"):
+        parse_params({"processes": 0})
+    with pytest.raises(ConfigError, match="processes: 2 processes run recipes augsbert and dse only; found recipe "
+                                          "rtt-ensemble"):
+        parse_params({"processes": 2, "recipe": "rtt-ensemble"})
