@@ -170,6 +170,11 @@ class DSE(Trainable):
               progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
+    def use_backend(self, backend: str) -> None:
+        """DSE reads hidden states of several layers, which the exported graphs do not give: torch only."""
+        if backend not in ("auto", "torch"):
+            raise ModelError(f"backend {backend}: a DSE student scores on torch only; set evaluate.backend to auto or torch")
+
     @property
     def batch_loss(self) -> BatchLoss:
         raise TypeError("a DSE student learns teacher logits mixed with gold labels: fit(..., loss=dse_loss_fn(alpha, "

@@ -122,7 +122,10 @@ def label_candidates(params: Params, clean: Path, pairs: Path, teacher: Path, si
     rng, _ = seed_all(params.seed)
     gold = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)  # the source's, when adapting
     chunks, total, n_target = candidate_chunks(params, clean, pairs)
-    model = Teacher.load(teacher, params.teacher.max_length) if total or gold_logits else None
+    # auto times its candidates on each process, which could then pick differently: several processes run the
+    # backend named, or torch for auto
+    backend = params.label.backend if params.label.backend != "auto" or distributed.world() == 1 else "torch"
+    model = Teacher.load(teacher, params.teacher.max_length, backend) if total or gold_logits else None
     labeller = model.labeller(teacher) if model else ""
     main = distributed.is_main()
     if gold_logits:

@@ -47,6 +47,8 @@ class PairModel(Protocol):
 
     def save(self, path: Path | str, card: str | None = None) -> None: ...
 
+    def use_backend(self, backend: str) -> None: ...  # what runs inference from the next call on (pldistill.accel)
+
 
 class Trainable:
     """The models that learn (bi-encoder, cross-encoder, DSE student): their torch ``module``, the

@@ -118,6 +118,10 @@ class Teacher:
               progress: bool = False) -> np.ndarray:
         return self.labels(s1, s2, batch_size, bf16, progress)[0]
 
+    def use_backend(self, backend: str) -> None:
+        for m in self.members:
+            m.model.use_backend(backend)
+
     def labeller(self, path: Path) -> str:
         """Which teacher labelled: each member's kind, start and weights' hash (two teachers never share one)."""
         return "+".join(f"{m.kind}:{m.spec}@{sha256_file(path / m.name / 'model.safetensors')[:12]}"
@@ -140,7 +144,8 @@ class Teacher:
             write_card(tmp, card)
 
     @classmethod
-    def load(cls, path: Path | str, max_length: int = 128) -> Teacher:
+    def load(cls, path: Path | str, max_length: int = 128, backend: str = "torch") -> Teacher:
+        """``backend``: what runs the members' inference (pldistill.accel; label.backend / evaluate.backend)."""
         path = Path(path)
         file = path / MANIFEST
         if not file.is_file():
@@ -151,7 +156,7 @@ class Teacher:
             load = LOADERS[m["kind"]]
             c = m["calibration"]
             members.append(Member(m["name"], m["kind"], m["spec"], m["finetuned"],
-                                  load(str(path / m["name"]), max_length),
+                                  load(str(path / m["name"]), max_length, backend=backend),
                                   Calibration(c["method"], tuple(c["x"]), tuple(c["y"]))))
         return cls(members, str(path))
 

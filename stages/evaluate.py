@@ -76,6 +76,8 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
                                 params.student.layers),
     }
     models.update(recipe.teacher_parts(models["cross"]))  # an ensemble's members, each scored on its own too
+    for model in models.values():
+        model.use_backend(ep.backend)
     result, preds = _blocks(recipe, models, splits, train, datasets.task_of(params.data, train), ep)
     if extra:
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]

@@ -212,3 +212,28 @@ def test_batches_follow_token_counts_not_characters(cross, bi):
     counts = token_counts(cross.model.tokenizer, S1, S2, 32)
     assert counts == [len(cross._features([a], [b])["input_ids"][0]) for a, b in zip(S1, S2)]
     assert token_counts(None, ["ab", "c"], ["d", ""], 32) == [3, 1]  # no tokenizer: characters
+
+
+def test_label_and_evaluate_run_on_the_backend_their_params_name(chains, tmp_path, monkeypatch):
+    from pldistill import schemas
+    from tests.conftest import stage_calls
+
+    chain = chains("augsbert")
+    root = chain.copy_to(tmp_path / "chain")
+    raw = chain.params.model_dump(mode="json")
+    raw["label"]["backend"] = raw["evaluate"]["backend"] = "onnx"
+    params = parse_params(raw)
+    asked: list[str] = []
+    real = accel.choose
+    monkeypatch.setattr(accel, "choose", lambda backend, *a, **k: (asked.append(backend), real(backend, *a, **k))[1])
+    monkeypatch.setenv("PLDISTILL_CACHE", str(tmp_path / "cache"))
+    calls = stage_calls(root)
+    for stage in ("label", "evaluate"):  # the teacher labels on onnx; then every model scores on it
+        fn, paths = calls[stage]
+        fn(params, *paths)
+        assert asked and set(asked) == {"onnx"}, stage
+        asked.clear()
+    silver = schemas.read(root / "data/silver/silver.parquet", schemas.PSEUDO)
+    before = schemas.read(chain.root / "data/silver/silver.parquet", schemas.PSEUDO)
+    assert len(silver) == len(before) > accel.GATE_MIN
+    np.testing.assert_allclose(silver["score"], before["score"], atol=1e-4)  # fp32 onnx: torch's labels

@@ -16,7 +16,19 @@ PLUMBING = {"pldistill/config.py", "pldistill/io.py", "pldistill/runtime.py", "p
 LAUNCHER = "pldistill.launch"  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
 # Imports that do not reach a stage's results: metrics.py uses bm25's tokenizer only for the Jaccard
 # baseline, which only `evaluate` computes (and evaluate lists bm25.py itself).
-NOT_REACHING = {("pldistill/metrics.py", "pldistill/bm25.py")}
+NOT_REACHING = {("pldistill/metrics.py", "pldistill/bm25.py"),
+                # Trainable.fit imports training when called; every stage that trains imports training itself
+                ("pldistill/models.py", "pldistill/training.py")}
+
+
+def _typing_only(tree: ast.AST) -> set[ast.AST]:
+    """Nodes under ``if TYPE_CHECKING:``: imports for annotations, never run."""
+    skip: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.body:
+                skip.update(ast.walk(child))
+    return skip
 
 
 def local_imports(path: Path) -> set[str]:
@@ -26,7 +38,10 @@ def local_imports(path: Path) -> set[str]:
     while todo:
         current = todo.pop()
         tree = ast.parse(current.read_text())
+        skip = _typing_only(tree)
         for node in ast.walk(tree):
+            if node in skip:
+                continue
             names = []
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]

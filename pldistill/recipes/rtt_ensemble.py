@@ -181,6 +181,10 @@ class Ensemble:
             (tmp / MEMBERS_FILE).write_text(json.dumps({"members": listed}, indent=2) + "\n")
             write_card(tmp, card)
 
+    def use_backend(self, backend: str) -> None:
+        for m in self.members:
+            m.use_backend(backend)
+
     @property
     def dim(self) -> int:
         return self.members[0].model.get_sentence_embedding_dimension()
