@@ -24,11 +24,15 @@ _next_offset = 0
 def logging_to(directory: Path | str) -> Iterator[None]:
     """Log the training runs inside the block to a DVCLive folder at ``directory`` (emptied first)."""
     global _live, _next_offset
-    from dvclive import Live  # imported here: only stage command lines log
+    import torch
+    from dvclive import Live, monitor_system  # imported here: only stage command lines log
 
+    # DVCLive asks NVML for GPUs whenever pynvml imports; on a machine without an NVIDIA driver that logs
+    # an error with a traceback. Ask only where torch sees a GPU.
+    monitor_system.GPU_AVAILABLE = monitor_system.GPU_AVAILABLE and torch.cuda.is_available()
     live = Live(dir=str(directory), resume=False, report=None, save_dvc_exp=False, dvcyaml=False)
-    # DVCLive's slowest sampling (0.1 s, averaged over 30 samples): a row each 3 s keeps the files small
-    live.monitor_system(interval=0.1, num_samples=30)
+    # DVCLive's slowest sampling (0.1 s, 29 samples averaged; it warns at 30): a row each ~3 s keeps files small
+    live.monitor_system(interval=0.1, num_samples=29)
     _live, _next_offset = live, 0
     try:
         yield

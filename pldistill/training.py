@@ -41,6 +41,7 @@ class FitResult:
     seconds: float
     curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
     seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
+    precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
 
     def write_curve(self, path: Path | str) -> None:
         """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
@@ -49,6 +50,8 @@ class FitResult:
     def summary(self) -> dict:
         out = {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
                "train_seconds": round(self.seconds, 1)}
+        if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
+            out["precision"] = self.precision
         return {**out, "seed_optimisation": self.seeds} if self.seeds else out
 
 
@@ -92,8 +95,8 @@ def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[s
 def precision(params: StepParams, desc: str) -> str:
     """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
     amp, cuda = params.amp, torch.cuda.is_available()
-    if amp == "auto":
-        amp = "bf16" if native_bf16() else "fp16" if cuda else "fp32"
+    if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
+        amp = "bf16" if native_bf16() else "fp16" if cuda and params.precision == "auto" else "fp32"
     if amp == "fp16" and not cuda:
         raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
                           f"CUDA's) and none was found; set this section's precision to bf16 or fp32")
@@ -225,7 +228,7 @@ class Fit:
     def _checkpoint_path(self, desc: str, lr_by_prefix: dict[str, float] | None) -> Path | None:
         """Where this run checkpoints (None: checkpoints off), named by all it depends on. Taken after
         the step-0 evaluation, whose score stands in for the dev set and how it is scored."""
-        if not checkpoints.active() or self.params.checkpoint_every == 0:
+        if self.params.checkpoint_every == 0 or not checkpoints.active():
             return None
         key = checkpoints.fingerprint({
             "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
@@ -287,7 +290,7 @@ class Fit:
             self.module.load_state_dict(self.best["state"])
         self.module.eval()
         return FitResult(best_dev=self.best["dev"], best_step=self.best["step"], steps=self.step,
-                         seconds=self.seconds, curve=self.curve)
+                         seconds=self.seconds, curve=self.curve, precision=self.amp)
 
     def close(self) -> None:
         self.bar.close()
