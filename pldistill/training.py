@@ -24,7 +24,7 @@ from pldistill import checkpoints, tracking
 from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, at_length, device, native_bf16
+from pldistill.models import BiEncoder, CrossModel, at_length, native_bf16
 from pldistill.runtime import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
