@@ -9,7 +9,8 @@ gradient clipping at 1, length 128), same seed:
   ``SentenceTransformerTrainer`` with ``CosineSimilarityLoss``;
 - cross-encoder, BCE of sigmoid(logit) to the soft score: ``Fit`` with ``CrossModel.soft_bce_loss`` vs
   ``CrossEncoderTrainer`` with ``BinaryCrossEntropyLoss``.
-The timed part is training alone (no dev evaluation, no save: ours gets a constant dev score); each model
+The timed part is training alone, as wall and as CPU seconds (the process's: on a machine shared with
+other jobs CPU time is the steadier measure, with one thread it is the time the work took on a core) (no dev evaluation, no save: ours gets a constant dev score); each model
 is then scored on the whole STS-B dev set by the same scorer (``split_scores``). Runs alternate ours /
 theirs ``--repeats`` times, so a machine shared with other jobs slows both alike. Prints threads, CPU flags
 and versions, steps/s, the ratio and dev Spearman; appends a JSON line to benchmarks/results/.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import tempfile
@@ -48,22 +50,22 @@ def cpu_flags() -> str:
     return f"{name.group(1) if name else '?'}; {' '.join(keep)}"
 
 
-def ours(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, float, int]:
+def ours(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     torch.manual_seed(seed)  # a cross-encoder's new head is drawn here, as in theirs()
     model = (BiEncoder if kind == "bi" else CrossModel).load(MODEL, tp.max_length)
     loss = model.cosine_mse_loss if kind == "bi" else model.soft_bce_loss
     tr = data["train"]
     run = Fit(model.module, loss, list(tr["sentence1"]), list(tr["sentence2"]), tr["score"].to_numpy(),
               lambda: 0.0, tp, torch.Generator().manual_seed(seed), desc=f"ours {kind}")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run.advance(run.total)
-    seconds = time.perf_counter() - t0
+    seconds = (time.perf_counter() - t0, time.process_time() - c0)
     run.close()
     model.module.eval()
     return model, seconds, run.total
 
 
-def theirs(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, float, int]:
+def theirs(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     from datasets import Dataset
     from sentence_transformers import (CrossEncoder, SentenceTransformer, SentenceTransformerTrainer,
                                        SentenceTransformerTrainingArguments)
@@ -92,9 +94,9 @@ def theirs(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder
             trainer = CrossEncoderTrainer(model=ce, args=CrossEncoderTrainingArguments(out, **common),
                                           train_dataset=ds, loss=BinaryCrossEntropyLoss(ce))
             wrapped = CrossModel(ce, MODEL)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = trainer.train()
-        seconds = time.perf_counter() - t0
+        seconds = (time.perf_counter() - t0, time.process_time() - c0)
     wrapped.module.eval()
     return wrapped, seconds, result.global_step
 
@@ -124,7 +126,7 @@ def main() -> None:
           f"{len(data['dev'])} dev pairs")
     rows = []
     for kind in args.kinds.split(","):
-        times: dict[str, list[float]] = {"ours": [], "theirs": []}
+        times: dict[str, list[tuple[float, float]]] = {"ours": [], "theirs": []}
         dev: dict[str, float] = {}
         steps: dict[str, int] = {}
         for r in range(args.repeats):
@@ -135,15 +137,17 @@ def main() -> None:
                 steps[who] = n
                 if r == 0:  # same seed, same run: scored once
                     dev[who] = split_scores(model, {"dev": data["dev"]}, ep)["dev"]["spearman"]
-                print(f"{kind} {who}: {n} steps in {seconds:.1f} s ({n / seconds:.2f} steps/s)", flush=True)
-        best = {w: min(t) for w, t in times.items()}
-        row = {"kind": kind, "steps": steps, "seconds": times, "steps_per_s": {w: steps[w] / best[w] for w in best},
-               "ratio_ours_over_theirs": round(best["theirs"] / best["ours"], 3),
+                print(f"{kind} {who}: {n} steps in {seconds[0]:.1f} s wall, {seconds[1]:.1f} s CPU "
+                      f"({n / seconds[1]:.2f} steps per CPU second); load average {os.getloadavg()[0]:.1f}", flush=True)
+        best = {w: min(c for _, c in t) for w, t in times.items()}  # CPU seconds, the fastest repeat
+        row = {"kind": kind, "steps": steps, "seconds_wall_cpu": times,
+               "steps_per_cpu_s": {w: steps[w] / best[w] for w in best},
+               "speed_ours_over_theirs": round(best["theirs"] / best["ours"], 3),
                "dev_spearman": {w: round(v, 2) for w, v in dev.items()}, "threads": torch.get_num_threads(),
                "cpu": cpu_flags(), "train_pairs": len(data["train"]), "torch": torch.__version__,
                "sentence_transformers": sentence_transformers.__version__}
-        print(f"{kind}: ours {row['steps_per_s']['ours']:.2f} steps/s, theirs {row['steps_per_s']['theirs']:.2f} "
-              f"steps/s, ours/theirs speed {row['ratio_ours_over_theirs']}x; dev Spearman ours "
+        print(f"{kind}: ours {row['steps_per_cpu_s']['ours']:.2f} steps/CPU-s, theirs "
+              f"{row['steps_per_cpu_s']['theirs']:.2f}, ours/theirs speed {row['speed_ours_over_theirs']}x; dev Spearman ours "
               f"{dev['ours']:.2f}, theirs {dev['theirs']:.2f}", flush=True)
         rows.append(row)
     out = Path(args.out)
