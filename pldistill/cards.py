@@ -22,6 +22,10 @@ def fit_facts(summary: dict, sp) -> dict:
              "max length (training)": sp.max_length,
              "kept checkpoint": f"step {summary['best_step']} of {summary['steps']} ({kept})",
              "dev Spearman x100 (selection)": summary["best_dev"]}
+    if "precision" in summary:
+        facts["mixed precision"] = summary["precision"]
+    if getattr(sp, "accumulate", 1) > 1:
+        facts["gradient accumulation"] = f"{sp.accumulate} micro-batches a step"
     if so := summary.get("seed_optimisation"):
         facts["seed optimisation"] = (f"{so['seeds']} seeds from {so['trials'][0]['seed']}, each stopped at "
                                       f"{so['stop']:.0%} of training; seed {so['chosen']} (best dev there) finished")

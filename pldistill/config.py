@@ -157,6 +157,9 @@ class AdaptParams(DataParams):
 # bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
 # amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
 Bf16 = Literal["auto", True, False]
+# Training precision: fp16 autocast runs with loss scaling (torch.amp.GradScaler), CUDA only.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
 
 # What runs inference (pldistill.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic int8)
 # or OpenVINO. auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
@@ -274,7 +277,32 @@ class StepParams(_Section):
     max_length: int = Field(128, ge=8)
     evals_per_epoch: int = Field(4, ge=1)
     bf16: Bf16 = False
+    # Mixed precision: null keeps what bf16 says (false: fp32, true: bf16, auto: auto); auto is bf16 with
+    # native bf16 units, fp16 on a CUDA GPU without them, else fp32; fp16 scales the loss and needs CUDA.
+    precision: str | None = None
+    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
+    checkpoint_every: int | None = Field(None, ge=0)  # mid-run checkpoints: null at each dev evaluation,
+                                                      # N every N steps, 0 none (pldistill/checkpoints.py)
     select: Literal["dev", "last"] = "dev"  # the checkpoint kept: best dev score (the start counts) | the last
+
+    _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
+
+    @model_validator(mode="after")
+    def _one_precision(self) -> StepParams:
+        # bf16 predates precision: a section may set either, or both when they agree
+        if self.precision is not None and "bf16" in self.model_fields_set and self.bf16 is not False:
+            if BF16_AS_PRECISION[self.bf16] != self.precision:
+                raise ValueError(f"bf16 {str(self.bf16).lower()} and precision {self.precision} disagree; set precision alone "
+                                 f"(bf16 true is precision bf16, auto is auto) and bf16 to false")
+        if self.accumulate > self.batch_size:
+            raise ValueError(f"accumulate {self.accumulate} splits each batch of batch_size {self.batch_size} "
+                             f"rows into micro-batches; it must be at most batch_size")
+        return self
+
+    @property
+    def amp(self) -> str:
+        """The precision asked for: auto | fp32 | bf16 | fp16 (``precision``, else what ``bf16`` says)."""
+        return self.precision if self.precision is not None else BF16_AS_PRECISION[self.bf16]
 
 
 class TrainParams(StepParams):
@@ -391,6 +419,14 @@ class SubParams(StepParams):
     warmup: float = Field(0.0, ge=0, lt=1)
     max_length: int = Field(32, ge=8)
     temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
+
+    @field_validator("accumulate")
+    @classmethod
+    def _whole_batches(cls, v: int) -> int:
+        if v != 1:  # each row's negatives are the rest of its batch: micro-batches would change the loss
+            raise ValueError(f"InfoNCE takes its negatives from the whole batch, so micro-batches would change the "
+                             f"loss; expected 1, found {v} (lower batch_size instead)")
+        return v
 
 
 class EnsembleDistillParams(SubParams):

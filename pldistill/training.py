@@ -1,10 +1,14 @@
-"""One training loop for every model: AdamW, linear warm-up/decay, dev-score checkpoint selection."""
+"""One training loop for every model: AdamW, linear warm-up/decay, dev-score checkpoint selection, mixed
+precision (bf16, or fp16 with loss scaling), gradient accumulation, mid-run checkpoints (pldistill.checkpoints)
+and DVCLive curves (pldistill.tracking)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -16,11 +20,11 @@ from transformers import get_linear_schedule_with_warmup
 
 import pandas as pd
 
-from pldistill import distributed
-from pldistill.config import EvaluateParams, StepParams, TrainParams
+from pldistill import checkpoints, distributed, tracking
+from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, at_length, autocast
+from pldistill.models import BiEncoder, CrossModel, at_length, native_bf16
 from pldistill.runtime import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -37,6 +41,7 @@ class FitResult:
     seconds: float
     curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
     seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
+    precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
 
     def write_curve(self, path: Path | str) -> None:
         """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
@@ -45,6 +50,8 @@ class FitResult:
     def summary(self) -> dict:
         out = {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
                "train_seconds": round(self.seconds, 1)}
+        if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
+            out["precision"] = self.precision
         return {**out, "seed_optimisation": self.seeds} if self.seeds else out
 
 
@@ -85,13 +92,26 @@ def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[s
                               for (lr, decay), ps in groups.items()], lr=params.lr)
 
 
+def precision(params: StepParams, desc: str) -> str:
+    """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
+    amp, cuda = params.amp, torch.cuda.is_available()
+    if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
+        amp = "bf16" if native_bf16() else "fp16" if cuda and params.precision == "auto" else "fp32"
+    if amp == "fp16" and not cuda:
+        raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
+                          f"CUDA's) and none was found; set this section's precision to bf16 or fp32")
+    return amp
+
+
 class Fit:
     """One training run that can pause after any step and resume where it stopped.
 
     ``advance(step)`` trains up to that step (scoring dev there), ``finish()`` trains to the end and
     leaves the module at the kept checkpoint. Seed optimisation pauses several runs and finishes one.
     torch's global RNG (dropout) is saved on pause and restored on resume, so a paused-and-resumed run
-    is the run it would have been uninterrupted.
+    is the run it would have been uninterrupted. Inside ``checkpoints.enabled`` the same holds across
+    processes: a checkpoint is written every ``params.checkpoint_every`` steps (at each dev evaluation by
+    default) and at each pause, and a rerun of the same run (same fingerprint) resumes from it.
     """
 
     def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str],
@@ -110,23 +130,30 @@ class Fit:
         self.opt = _optimizer(module, params, lr_by_prefix or {})
         self.sched = get_linear_schedule_with_warmup(self.opt, int(params.warmup * self.total), self.total)
         self.device = next(module.parameters()).device
-        self.step, self.seconds, self.curve, self.running = 0, 0.0, [], []
+        self.amp = precision(params, desc)
+        # fp16 gradients underflow without loss scaling; disabled, the scaler is a pass-through (opt.step())
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == "fp16")
+        self.step, self.seconds, self.curve, self.running, self.losses = 0, 0.0, [], [], []
         self.best = {"dev": -math.inf, "step": 0, "state": None}
         self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
-        self._batches = self._schedule()  # several processes: every rank draws the same batches (same generator)
+        self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
         distributed.broadcast_parameters(module)  # several processes: every rank starts from rank 0's weights
         distributed.own_dropout_stream()
         self._rng = _rng_state()  # as the caller seeded it: weight init done, dropout not yet drawn
+        self.log = tracking.run_log(self.total)
         t0 = time.perf_counter()
         self._evaluate()  # the start is a checkpoint too
+        self._ckpt, self._saved_step, self._best_saved = self._checkpoint_path(desc, lr_by_prefix), -1, None
+        if self._ckpt is not None:
+            self._resume()
         self.seconds += time.perf_counter() - t0
 
-    def _schedule(self) -> Iterator[list[int]]:
-        """Batches of row indices: a fresh permutation each epoch, drawn only when the epoch starts."""
-        for _ in range(self.params.epochs):
-            order = torch.randperm(len(self.y), generator=self.generator).tolist()
-            for i in range(self.per_epoch):
-                yield order[i * self.params.batch_size : (i + 1) * self.params.batch_size]
+    def _next_batch(self) -> list[int]:
+        """The next batch of row indices: a fresh permutation each epoch, drawn only when the epoch starts."""
+        i = self.step % self.per_epoch
+        if i == 0:
+            self._order = torch.randperm(len(self.y), generator=self.generator).tolist()
+        return self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size]
 
     def _evaluate(self) -> float:
         self.module.eval()
@@ -139,39 +166,131 @@ class Fit:
         elif dev > self.best["dev"]:
             state = {k: v.detach().clone() for k, v in self.module.state_dict().items()}
             self.best.update(dev=dev, step=self.step, state=state)
+        if self.log:
+            self.log.dev(self.step, dev)
         return dev
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.amp)
+        return torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
+
+    def _micro_batches(self, idx: list[int]) -> list[list[int]]:
+        """``idx`` in ``params.accumulate`` contiguous parts, as equal as can be (an empty one dropped)."""
+        k, n = self.params.accumulate, len(idx)
+        return [part for j in range(k) if (part := idx[j * n // k : (j + 1) * n // k])]
 
     def _train_step(self, batch: list[int]) -> None:
         self.module.train()
         idx, weight = distributed.share(batch)  # several processes: this rank's slice of the batch
-        with autocast(self.params.bf16):
-            loss = self.batch_loss([self.s1[j] for j in idx], [self.s2[j] for j in idx], self.y[idx].to(self.device))
-        if weight != 1.0:
-            loss = loss * weight
-        loss.backward()
-        batch_loss = distributed.average_gradients(self.module, loss)  # one process: loss.item()
+        loss = 0.0
+        for part in self._micro_batches(idx):
+            with self._autocast():
+                micro = self.batch_loss([self.s1[j] for j in part], [self.s2[j] for j in part],
+                                        self.y[part].to(self.device))
+            # each micro-batch's mean loss weighted by its share of the slice (and the slice's by its share of
+            # the batch): the gradients sum to the gradient of the whole batch's mean loss, up to float rounding
+            share = weight * len(part) / len(idx)
+            micro = micro * share if share != 1.0 else micro
+            self.scaler.scale(micro).backward()
+            loss += micro.item()
+        # several processes: one all-reduce per optimizer step, of the scaled gradients (every rank has the same
+        # scale, so they unscale alike and skip an overflowed step together); one process: the loss as it is
+        if distributed.world() > 1:
+            loss = distributed.average_gradients(self.module, torch.tensor(loss))
+        self.scaler.unscale_(self.opt)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
-        self.opt.step()
+        self.scaler.step(self.opt)  # skipped by the scaler when an fp16 gradient overflowed
+        self.scaler.update()
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
-        self.running.append(batch_loss)
+        self.running.append(loss)
+        self.losses.append(loss)
         self.step += 1
+        if self.log:
+            self.log.train(self.step, loss, self.sched.get_last_lr()[0])
         self.bar.update(1)
-        self.bar.set_postfix(loss=f"{batch_loss:.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
+        self.bar.set_postfix(loss=f"{loss:.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
 
     def advance(self, until: int) -> float:
         """Train up to step ``until`` (at most the last); return the dev score there."""
         until = min(until, self.total)
+        if until < self.step:  # resumed from a checkpoint past the pause: the pause's score is in the curve
+            return next(r["dev"] for r in self.curve if r["step"] == until)
         t0 = time.perf_counter()
         _set_rng_state(self._rng)
         while self.step < until:
-            self._train_step(next(self._batches))
+            self._train_step(self._next_batch())
             if self.step in self.eval_steps and self.step < until:
                 self._evaluate()
+            if self._checkpoint_due() and self.step < until:
+                self._save()
         dev = self.curve[-1]["dev"] if self.curve[-1]["step"] == self.step else self._evaluate()
         self._rng = _rng_state()
+        if self._ckpt is not None and self.params.checkpoint_every != 0 and self._saved_step != self.step:
+            self._save()  # at each pause and at the end: a rerun of a finished run only reloads it
         self.seconds += time.perf_counter() - t0
         return dev
+
+    # -- mid-run checkpoints (pldistill.checkpoints) ------------------------------------------------------
+
+    def _checkpoint_path(self, desc: str, lr_by_prefix: dict[str, float] | None) -> Path | None:
+        """Where this run checkpoints (None: checkpoints off), named by all it depends on. Taken after
+        the step-0 evaluation, whose score stands in for the dev set and how it is scored."""
+        # several processes: off (each rank's dropout stream differs, and one shared folder would need rank 0 to
+        # write for all and every rank to wait for it)
+        if self.params.checkpoint_every == 0 or not checkpoints.active() or distributed.world() > 1:
+            return None
+        key = checkpoints.fingerprint({
+            "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
+            "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1), "s2": "\0".join(self.s2), "y": self.y,
+            "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
+            "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp})
+        return checkpoints.path_for(key)
+
+    def _checkpoint_due(self) -> bool:
+        every = self.params.checkpoint_every
+        if self._ckpt is None or every == 0:
+            return False
+        return self.step in self.eval_steps if every is None else self.step % every == 0
+
+    def _save(self) -> None:
+        t0 = time.perf_counter()
+        state = {"fingerprint": self._ckpt.name, "step": self.step, "seconds": self.seconds, "curve": self.curve,
+                 "running": self.running, "losses": self.losses, "order": self._order,
+                 "best": {"dev": self.best["dev"], "step": self.best["step"]},
+                 "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict()}
+        rng = {f"torch.{i}": t for i, t in enumerate(_rng_state())}
+        rng["generator"] = self.generator.get_state()
+        checkpoints.save(self._ckpt, self.module.state_dict(), self.opt.state_dict(), rng, state,
+                         self.best["state"], best_unchanged=self._best_saved == self.best["step"])
+        self._saved_step, self._best_saved = self.step, self.best["step"]
+        self.seconds -= time.perf_counter() - t0  # train_seconds counts training, not checkpoint writes
+
+    def _resume(self) -> None:
+        ck = checkpoints.load(self._ckpt, self._ckpt.name)
+        if ck is None:
+            return
+        st = ck["state"]
+        self.module.load_state_dict(ck["model"])
+        self.opt.load_state_dict(ck["optimizer"])
+        self.sched.load_state_dict(st["scheduler"])
+        self.scaler.load_state_dict(st["scaler"])
+        self.step, self.curve, self.running, self.losses = st["step"], st["curve"], st["running"], st["losses"]
+        self.seconds, self._order = st["seconds"], st["order"]
+        self.best.update(dev=st["best"]["dev"], step=st["best"]["step"])
+        if ck["best"] is not None:
+            self.best["state"] = ck["best"]
+        self._rng = [ck["rng"][f"torch.{i}"] for i in range(len(self._rng))]
+        self.generator.set_state(ck["rng"]["generator"])
+        self._saved_step, self._best_saved = self.step, self.best["step"]
+        self.bar.update(self.step)
+        print(f"{self.bar.desc}: resumed from the checkpoint at step {self.step} of {self.total} ({self._ckpt})",
+              file=sys.stderr)
+        if self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
+            for i, loss in enumerate(self.losses, start=1):
+                self.log.train(i, loss)
+            for row in self.curve[1:]:
+                self.log.dev(row["step"], row["dev"])
 
     def finish(self) -> FitResult:
         """Train to the end; leave the module at the kept checkpoint (best dev, or the last)."""
@@ -181,7 +300,7 @@ class Fit:
             self.module.load_state_dict(self.best["state"])
         self.module.eval()
         return FitResult(best_dev=self.best["dev"], best_step=self.best["step"], steps=self.step,
-                         seconds=self.seconds, curve=self.curve)
+                         seconds=self.seconds, curve=self.curve, precision=self.amp)
 
     def close(self) -> None:
         self.bar.close()

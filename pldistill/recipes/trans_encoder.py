@@ -48,7 +48,8 @@ _HERE = Path(__file__).resolve().parent
 CODE = [*(_HERE / f"{m}.py" for m in ("__init__", "base", "trans_encoder", "augsbert", "dse", "rtt_ensemble")),
         *(_HERE.parent / f"{m}.py" for m in ("models", "training", "losses", "metrics", "schemas", "io", "store",
                                               "runtime", "config", "dse", "datasets", "cards", "teachers", "bundled",
-                                              "labelling", "diagnostics", "numeric", "accel", "distributed")),
+                                              "labelling", "diagnostics", "numeric", "accel", "distributed",
+                                              "checkpoints")),
         _HERE.parents[1] / "stages" / "distill.py"]
 
 

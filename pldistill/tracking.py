@@ -1,0 +1,70 @@
+"""Training curves and system metrics through DVCLive, for `dvc plots show` / `dvc plots diff`.
+
+A stage's command line opens one log (``logging_to(dir)``; dvc.yaml names the folder, an uncached
+output); every training run inside it logs ``train/loss`` and ``train/lr`` each step and ``dev/spearman``
+at each dev evaluation, and DVCLive's monitor adds CPU, RAM, disk (and GPU) use under ``system/``. A stage
+that trains several runs (teacher members, seed optimisation, trans-encoder cycles) lays them end to end:
+each run gets its own step range, as in the dev-curve CSVs.
+
+DVCLive is told to stay a logger: no dvc.yaml of its own (dvc.yaml declares the plots), no experiment
+saved, no report; its metrics.json is not a DVC metric, so metrics/eval.json stays the one metrics file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+_live = None  # the open dvclive.Live, or None: logging off (library calls, tests)
+_next_offset = 0
+
+
+@contextlib.contextmanager
+def logging_to(directory: Path | str) -> Iterator[None]:
+    """Log the training runs inside the block to a DVCLive folder at ``directory`` (emptied first)."""
+    global _live, _next_offset
+    import torch
+    from dvclive import Live, monitor_system  # imported here: only stage command lines log
+
+    # DVCLive asks NVML for GPUs whenever pynvml imports; on a machine without an NVIDIA driver that logs
+    # an error with a traceback. Ask only where torch sees a GPU.
+    monitor_system.GPU_AVAILABLE = monitor_system.GPU_AVAILABLE and torch.cuda.is_available()
+    live = Live(dir=str(directory), resume=False, report=None, save_dvc_exp=False, dvcyaml=False)
+    # DVCLive's slowest sampling (0.1 s, 29 samples averaged; it warns at 30): a row each ~3 s keeps files small
+    live.monitor_system(interval=0.1, num_samples=29)
+    _live, _next_offset = live, 0
+    try:
+        yield
+    finally:
+        _live = None
+        live.end()
+
+
+class RunLog:
+    """One training run's metrics in the open log, at steps ``offset + step``."""
+
+    def __init__(self, live: object, offset: int):
+        self.live, self.offset = live, offset
+
+    def train(self, step: int, loss: float, lr: float | None = None) -> None:
+        """The loss of step ``step`` and the learning rate it ended with (None: not known, a replayed step)."""
+        self.live.step = self.offset + step
+        self.live.log_metric("train/loss", loss)
+        if lr is not None:
+            self.live.log_metric("train/lr", lr)
+
+    def dev(self, step: int, spearman: float) -> None:
+        self.live.step = self.offset + step
+        self.live.log_metric("dev/spearman", spearman)
+
+
+def run_log(total: int) -> RunLog | None:
+    """A log for a run of ``total`` steps (its steps 0 .. total get a range of their own), or None when
+    no log is open."""
+    global _next_offset
+    if _live is None:
+        return None
+    log = RunLog(_live, _next_offset)
+    _next_offset += total + 1
+    return log

@@ -1,0 +1,212 @@
+"""Mid-run checkpoints (pldistill.checkpoints): a run killed half-way resumes from its last checkpoint
+and ends exactly where the uninterrupted run ends; plus gradient accumulation and precision checks."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from pldistill import checkpoints
+from pldistill.config import ConfigError, parse_params
+from pldistill.models import BiEncoder
+from pldistill.training import Fit, dev_spearman, fit_seeds
+from tests.conftest import ROOT, make_pairs
+
+
+class Killed(Exception):
+    """Stands for a kill: raised from the dev score at a chosen evaluation."""
+
+
+def _start(tiny_model_dir, params, kill_at_eval=None):
+    """fit_seeds' start(seed), seeded as the stages seed, its dev score raising ``Killed`` at the
+    ``kill_at_eval``-th evaluation (1 is step 0's) of any run."""
+    from pldistill.runtime import seed_all
+
+    train, dev = make_pairs(64), make_pairs(24, offset=100)
+    ep = parse_params({"evaluate": {"bf16": False}}).evaluate
+    evals = [0]
+
+    def start(seed):
+        _, gen = seed_all(seed)
+        bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+        score = dev_spearman(bi, dev, ep)
+
+        def dev_score():
+            evals[0] += 1
+            if evals[0] == kill_at_eval:
+                raise Killed
+            return score()
+
+        return bi, Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+                       train["score"].to_numpy(), dev_score, params, gen)
+
+    return start
+
+
+def _params(**kw):
+    return parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2, **kw}}).student
+
+
+def _assert_same(a, res_a, b, res_b):
+    assert [{k: r[k] for k in ("step", "loss", "dev")} for r in res_a.curve] == \
+           [{k: r[k] for k in ("step", "loss", "dev")} for r in res_b.curve]
+    assert (res_a.best_dev, res_a.best_step, res_a.steps) == (res_b.best_dev, res_b.best_step, res_b.steps)
+    for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
+        assert torch.equal(pa, pb), name
+
+
+@pytest.mark.parametrize(("every", "select", "resumed_at"), [(None, "dev", 8), (3, "last", 9)])
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_the_uninterrupted_one(
+        tiny_model_dir, tmp_path, capsys, every, select, resumed_at):
+    params = _params(checkpoint_every=every, select=select)
+    model, run = _start(tiny_model_dir, params)(7)
+    whole = run.finish()  # no checkpoints: the reference
+
+    root = tmp_path / "ckpt"
+    with pytest.raises(Killed), checkpoints.enabled(root):
+        _start(tiny_model_dir, params, kill_at_eval=4)(7)[1].finish()  # evaluations at 0, 4, 8: dies at 12
+    (left,) = root.iterdir()  # one run, one checkpoint, kept: the block failed
+    assert json.loads((left / "state.json").read_text())["step"] == resumed_at
+    assert {p.name for p in left.iterdir()} >= {"model.safetensors", "optimizer.safetensors", "rng.safetensors"}
+    assert (left / "best.safetensors").is_file() == (select == "dev")
+
+    with checkpoints.enabled(root):
+        again, run = _start(tiny_model_dir, params)(7)
+        assert run.step == resumed_at
+        res = run.finish()
+    assert f"resumed from the checkpoint at step {resumed_at} of 16" in capsys.readouterr().err
+    _assert_same(model, whole, again, res)
+    assert list(root.iterdir()) == []  # the stage finished: its checkpoints are gone
+
+
+def test_another_run_never_resumes_a_checkpoint_not_its_own(tiny_model_dir, tmp_path):
+    root = tmp_path / "ckpt"
+    with pytest.raises(Killed), checkpoints.enabled(root):
+        _start(tiny_model_dir, _params(), kill_at_eval=4)(7)[1].finish()
+    with checkpoints.enabled(root):
+        assert _start(tiny_model_dir, _params(lr=1e-3))(7)[1].step == 0  # other params
+        assert _start(tiny_model_dir, _params())(8)[1].step == 0  # another seed: other weights, batch order
+        assert _start(tiny_model_dir, _params(checkpoint_every=5))(7)[1].step == 8  # how often: not part of it
+
+
+def test_seed_optimisation_killed_in_the_chosen_run_resumes_every_seed_without_retraining(tiny_model_dir, tmp_path):
+    params = _params(select="last")
+    ref_model, ref = fit_seeds(_start(tiny_model_dir, params), [11, 12, 13], stop=0.25)
+
+    root = tmp_path / "ckpt"
+    # 3 seeds x 2 evaluations (step 0, the stop at 4), then the chosen one's at 8 and 12: dies at 12
+    with pytest.raises(Killed), checkpoints.enabled(root):
+        fit_seeds(_start(tiny_model_dir, params, kill_at_eval=9), [11, 12, 13], stop=0.25)
+    assert len(list(root.iterdir())) == 3
+    with checkpoints.enabled(root):
+        model, res = fit_seeds(_start(tiny_model_dir, params), [11, 12, 13], stop=0.25)
+    assert [t["dev_at_stop"] for t in res.seeds["trials"]] == [t["dev_at_stop"] for t in ref.seeds["trials"]]
+    assert res.seeds["chosen"] == ref.seeds["chosen"]
+    _assert_same(ref_model, ref, model, res)
+
+
+def test_a_checkpoint_of_another_format_is_ignored_with_a_warning(tiny_model_dir, tmp_path, capsys):
+    root = tmp_path / "ckpt"
+    with pytest.raises(Killed), checkpoints.enabled(root):
+        _start(tiny_model_dir, _params(), kill_at_eval=3)(7)[1].finish()
+    (left,) = root.iterdir()
+    state = json.loads((left / "state.json").read_text())
+    (left / "state.json").write_text(json.dumps({**state, "format": 0}))
+    with checkpoints.enabled(root):
+        assert _start(tiny_model_dir, _params())(7)[1].step == 0
+    err = capsys.readouterr().err
+    assert f"checkpoint {left} is unreadable (format 0" in err and "training starts from step 0" in err
+
+
+@pytest.mark.slow
+def test_a_stage_killed_by_sigkill_resumes_in_a_new_process(tiny_model_dir, tmp_path):
+    """The real thing: a process training under checkpoints is SIGKILLed once a checkpoint exists; a second
+    process resumes and writes what an uninterrupted process writes."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, sys, torch
+        sys.path.insert(0, {str(ROOT)!r})
+        from pldistill import checkpoints
+        from safetensors.torch import save_file
+        from tests.test_checkpoints import _params, _start
+        kill = sys.argv[2] == "kill"
+        params = _params()
+        with checkpoints.enabled(sys.argv[1] + "/ckpt"):
+            model, run = _start({str(tiny_model_dir)!r}, params)(7)
+            if kill:  # SIGKILL ourselves right after the checkpoint at step 8 is written
+                save = run._save
+                def save_then_die():
+                    save()
+                    if run.step == 8:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                run._save = save_then_die
+            run.finish()
+        save_file({{k: v.contiguous() for k, v in model.module.state_dict().items()}}, sys.argv[1] + "/" + sys.argv[2])
+    """))
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    run = lambda how: subprocess.run([sys.executable, str(script), str(tmp_path), how], env=env, capture_output=True,
+                                     text=True, timeout=300, check=False)
+    killed = run("kill")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    resumed, whole = run("resumed"), run("whole")
+    assert resumed.returncode == 0 and "resumed from the checkpoint at step 8 of 16" in resumed.stderr, resumed.stderr
+    assert whole.returncode == 0 and "resumed" not in whole.stderr, whole.stderr  # the checkpoint went with success
+    assert (tmp_path / "resumed").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert list((tmp_path / "ckpt").iterdir()) == []
+
+
+def test_accumulated_micro_batches_equal_one_batch(tiny_model_dir):
+    """k micro-batches of b/k rows make the update one batch of b makes (dropout off: same maths)."""
+    train = make_pairs(32)
+    out = []
+    for accumulate in (1, 4):
+        torch.manual_seed(3)
+        bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+        for m in bi.module.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        params = _params(accumulate=accumulate, epochs=1, warmup=0.0)
+        run = Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+                  train["score"].to_numpy(), lambda: 0.0, params, torch.Generator().manual_seed(3))
+        run.advance(3)
+        out.append((bi.module.state_dict(), run.losses))
+    (a, la), (b, lb) = out
+    assert la == pytest.approx(lb, rel=1e-5)
+    start = BiEncoder.load(str(tiny_model_dir), max_length=32).module.state_dict()
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6), name
+    assert any(not torch.equal(a[n], start[n]) for n in a)  # it did train
+
+
+def test_accumulate_splits_a_batch_into_near_equal_parts(tiny_model_dir):
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    train = make_pairs(16)
+    run = Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+              train["score"].to_numpy(), lambda: 0.0, _params(accumulate=3), torch.Generator().manual_seed(0))
+    assert run._micro_batches(list(range(8))) == [[0, 1], [2, 3, 4], [5, 6, 7]]
+    assert run._micro_batches([0, 1]) == [[0], [1]]  # a short last batch: no empty part
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's refusal")
+def test_fp16_on_a_cpu_is_refused_by_name(tiny_model_dir):
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    train = make_pairs(8)
+    with pytest.raises(ConfigError, match="precision fp16 needs a CUDA GPU.*bf16 or fp32"):
+        Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+            train["score"].to_numpy(), lambda: 0.0, _params(precision="fp16"), torch.Generator(), desc="gold")
+
+
+def test_precision_keys_are_validated_and_bf16_still_works():
+    assert _params().amp == "fp32" and _params(bf16=True).amp == "bf16" and _params(bf16="auto").amp == "auto"
+    assert _params(precision="fp16").amp == "fp16" and _params(bf16=True, precision="bf16").amp == "bf16"
+    for bad, says in [({"precision": "fp8"}, "student.precision: expected one of auto, fp32, bf16, fp16"),
+                      ({"bf16": True, "precision": "fp16"}, "bf16 true and precision fp16 disagree"),
+                      ({"accumulate": 32}, "accumulate 32 splits each batch of batch_size 16"),
+                      ({"checkpoint_every": -1}, "student.checkpoint_every")]:
+        with pytest.raises(ConfigError, match=says.replace("(", r"\(")):
+            parse_params({"student": bad})
+    with pytest.raises(ConfigError, match="ensemble.sub.accumulate: InfoNCE takes its negatives"):
+        parse_params({"ensemble": {"sub": {"accumulate": 2}}})

@@ -1,0 +1,41 @@
+"""DVCLive logging (pldistill.tracking): each step's loss, dev at each evaluation, runs laid end to end,
+and nothing DVC would read as a metric or a pipeline."""
+
+import csv
+
+import torch
+
+from pldistill import tracking
+from pldistill.config import parse_params
+from pldistill.models import BiEncoder
+from pldistill.training import fit
+from tests.conftest import make_pairs
+
+
+def _rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_path):
+    live = tmp_path / "metrics/live/gold"
+    train = make_pairs(32)
+    params = parse_params({"student": {"batch_size": 8, "epochs": 1, "evals_per_epoch": 2}}).student
+    with tracking.logging_to(live):
+        for seed in (1, 2):  # two runs in one stage: 4 steps each
+            torch.manual_seed(seed)
+            bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+            res = fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+                      train["score"].to_numpy(), lambda: 50.0, params, torch.Generator().manual_seed(seed))
+    metrics = live / "plots/metrics"
+    loss = _rows(metrics / "train/loss.tsv")
+    assert [int(r["step"]) for r in loss] == [1, 2, 3, 4, 6, 7, 8, 9]  # the second run starts at 5
+    assert round((float(loss[-2]["loss"]) + float(loss[-1]["loss"])) / 2, 5) == res.curve[-1]["loss"]  # its mean
+    assert [int(r["step"]) for r in _rows(metrics / "dev/spearman.tsv")] == [0, 2, 4, 5, 7, 9]
+    assert len(_rows(metrics / "train/lr.tsv")) == 8
+    assert not list(tmp_path.rglob("dvc.yaml")) and not list(live.glob("report.*"))  # dvc.yaml declares the plots
+    assert tracking._live is None  # closed with its block
+
+
+def test_no_log_is_open_outside_a_stage_command():
+    assert tracking.run_log(10) is None
