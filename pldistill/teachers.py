@@ -84,6 +84,9 @@ class Member:
               progress: bool = False) -> np.ndarray:
         return self.calibration(self.raw(s1, s2, batch_size, bf16, progress))
 
+    def use_backend(self, backend: str) -> None:
+        self.model.use_backend(backend)
+
     @property
     def describe(self) -> str:
         how = "fine-tuned on gold" if self.finetuned else "as given"
@@ -120,7 +123,7 @@ class Teacher:
 
     def use_backend(self, backend: str) -> None:
         for m in self.members:
-            m.model.use_backend(backend)
+            m.use_backend(backend)
 
     def labeller(self, path: Path) -> str:
         """Which teacher labelled: each member's kind, start and weights' hash (two teachers never share one)."""
