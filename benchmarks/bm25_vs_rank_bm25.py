@@ -27,7 +27,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=3)
     args = ap.parse_args()
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": args.stsb}}).data, 0)
-    sentences = list(dict.fromkeys(s for df in loaded.splits.values() for col in ("sentence1", "sentence2") for s in df[col]))
+    sentences = list(dict.fromkeys(s for df in loaded.splits.values()
+                                   for col in ("sentence1", "sentence2") for s in df[col]))
     tokens = [tokenize(s) for s in sentences]
     k = args.top_k
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from sampling_scale import corpus  # run as a script: benchmarks/ is on sys.path
+
 from pldistill.dse import DSE
 from pldistill.models import CrossModel, native_bf16
 
@@ -60,8 +60,10 @@ def main() -> None:
     result = {
         "candidates": len(cands), "pooling": args.pooling, "embedding_dim": int(cached.shape[1]),
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu",
-        "threads": torch.get_num_threads(), "bf16": native_bf16(), "dse_online_runs_s": [round(t, 3) for t in online_runs],
-        "cross_encoder_s": round(cross_s, 2), "dse_online_s": round(online, 3), "dse_offline_encode_s": round(offline, 1),
+        "threads": torch.get_num_threads(), "bf16": native_bf16(),
+        "dse_online_runs_s": [round(t, 3) for t in online_runs],
+        "cross_encoder_s": round(cross_s, 2), "dse_online_s": round(online, 3),
+        "dse_offline_encode_s": round(offline, 1),
         "speedup_online": round(cross_s / online, 1),
         "speedup_including_encoding": round(cross_s / (online + offline), 2),
         "scored": [len(dse_scores), len(cross_scores)],

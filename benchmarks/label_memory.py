@@ -53,7 +53,8 @@ def build(stsb: str, n: int, out: Path, seed: int) -> None:
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
     schemas.write(out / "clean/train.parquet", loaded.splits["train"], schemas.PAIRS)
-    sentences = np.array(sorted({s for df in loaded.splits.values() for c in ("sentence1", "sentence2") for s in df[c]}))
+    sentences = np.array(sorted({s for df in loaded.splits.values()
+                                 for c in ("sentence1", "sentence2") for s in df[c]}))
     rng = np.random.default_rng(seed)
     a, b = rng.integers(0, len(sentences), n), rng.integers(0, len(sentences), n)
     import pandas as pd

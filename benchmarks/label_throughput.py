@@ -45,7 +45,8 @@ def cpu() -> dict:
     name = re.search(r"model name\s*:\s*(.*)", text)
     flags = set(re.search(r"flags\s*:\s*(.*)", text).group(1).split()) if "flags" in text else set()
     return {"model": name.group(1) if name else platform.processor(), "cores": os.cpu_count(),
-            "flags": {f: f in flags for f in FLAGS}, "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
+            "flags": {f: f in flags for f in FLAGS}, "native_bf16": native_bf16(),
+            "torch_threads": torch.get_num_threads()}
 
 
 def stsb_pairs(archive: str, n: int, seed: int) -> pd.DataFrame:
@@ -99,7 +100,8 @@ def bench_cross(spec: str, pairs: pd.DataFrame, bs: int, rounds: int, cache: Pat
     }
     if native_bf16():
         rows["ours torch bf16"] = lambda: m._infer(s1, s2, bs, True, False)
-    rows.update({f"ours {k}": (lambda f=f: m._infer(s1, s2, bs, False, False, f)) for k, f in fwds.items() if callable(f)})
+    rows.update({f"ours {k}": (lambda f=f: m._infer(s1, s2, bs, False, False, f))
+                 for k, f in fwds.items() if callable(f)})
     best, cpu_s, outs = timed(rows, rounds)
     key = "ST CrossEncoder.predict fp32"
     base, ref = best[key], outs[key]
@@ -115,7 +117,8 @@ def bench_cross(spec: str, pairs: pd.DataFrame, bs: int, rounds: int, cache: Pat
     t0 = time.perf_counter()
     m.logits(s1, s2, bs, "auto")  # the first call decides (each backend timed on the gate sample), then labels
     first = time.perf_counter() - t0
-    return {"model": spec, "pairs": len(s1), "rows": table, "skipped": {k: v for k, v in fwds.items() if not callable(v)},
+    return {"model": spec, "pairs": len(s1), "rows": table,
+            "skipped": {k: v for k, v in fwds.items() if not callable(v)},
             "auto": m.choice.describe(), "auto_first_call_s": round(first, 1)}
 
 
@@ -133,7 +136,8 @@ def bench_bi(spec: str, pairs: pd.DataFrame, bs: int, rounds: int, cache: Path) 
     }
     if native_bf16():
         rows["ours torch bf16"] = lambda: m._encode(texts, bs, True, False)
-    rows.update({f"ours {k}": (lambda f=f: m._encode(texts, bs, False, False, f)) for k, f in fwds.items() if callable(f)})
+    rows.update({f"ours {k}": (lambda f=f: m._encode(texts, bs, False, False, f))
+                 for k, f in fwds.items() if callable(f)})
     best, cpu_s, outs = timed(rows, rounds)
     unit = {k: v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12) for k, v in outs.items()}
     cos = {k: np.sum(v[i1] * v[i2], axis=1) for k, v in unit.items()}  # each pair's label
@@ -151,7 +155,8 @@ def bench_bi(spec: str, pairs: pd.DataFrame, bs: int, rounds: int, cache: Path) 
     t0 = time.perf_counter()
     m.encode(texts, bs, "auto")
     first = time.perf_counter() - t0
-    return {"model": spec, "sentences": len(texts), "rows": table, "skipped": {k: v for k, v in fwds.items() if not callable(v)},
+    return {"model": spec, "sentences": len(texts), "rows": table,
+            "skipped": {k: v for k, v in fwds.items() if not callable(v)},
             "auto": m.choice.describe(), "auto_first_call_s": round(first, 1)}
 
 
@@ -170,7 +175,8 @@ def main() -> None:
     ap.add_argument("--bi", default="bundled:all-MiniLM-L6-v2")
     ap.add_argument("--stsb", required=True, help="the STS Benchmark archive (Stsbenchmark.tar.gz)")
     ap.add_argument("--n", type=int, default=2500, help="pairs (auto decides on calls of 2,048 or more)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads, and so every backend's (default: torch's)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads, and so every backend's (default: torch's)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
@@ -190,10 +196,12 @@ def main() -> None:
         out["load_after"] = os.getloadavg()
     print(json.dumps(out, indent=2))
     if "cross" in out:
-        print(f"\ncross-encoder {out['cross']['model']}, {out['cross']['pairs']} pairs\n" + markdown(out["cross"], "labelling", "pairs"))
+        print(f"\ncross-encoder {out['cross']['model']}, {out['cross']['pairs']} pairs\n"
+              + markdown(out["cross"], "labelling", "pairs"))
         print(f"auto: {out['cross']['auto']}")
     if "bi" in out:
-        print(f"\nbi-encoder {out['bi']['model']}, {out['bi']['sentences']} sentences\n" + markdown(out["bi"], "encoding", "sentences"))
+        print(f"\nbi-encoder {out['bi']['model']}, {out['bi']['sentences']} sentences\n"
+              + markdown(out["bi"], "encoding", "sentences"))
         print(f"auto: {out['bi']['auto']}")
 
 

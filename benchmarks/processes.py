@@ -53,7 +53,7 @@ def inputs(stsb: str, work: Path, n_pairs: int, n_train: int, seed: int) -> None
 def timed(cmd: list[str], threads: int) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)  # a failure exits with its stderr
     if done.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - t0
@@ -80,10 +80,12 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         pfile.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
         label_s = timed([*launch, "stages.label", "--params", str(pfile), "--clean", str(w / "clean"),
-                         "--pairs", str(w / "pairs"), "--teacher", str(w / "teacher"), "--silver-dir", str(out / "silver"),
+                         "--pairs", str(w / "pairs"), "--teacher", str(w / "teacher"),
+                         "--silver-dir", str(out / "silver"),
                          "--report", str(out / "label.json"), "--density", str(out / "density.csv")], threads)
         gold_s = timed([*launch, "stages.gold", "--params", str(pfile), "--clean", str(w / "clean"),
-                        "--out", str(out / "gold"), "--report", str(out / "gold.json"), "--curve", str(out / "curve.csv")],
+                        "--out", str(out / "gold"), "--report", str(out / "gold.json"),
+                        "--curve", str(out / "curve.csv")],
                        threads)
         silver[name] = schemas.read(out / "silver" / schemas.SILVER_FILE, schemas.PSEUDO)["score"].to_numpy()
         report = json.loads((out / "gold.json").read_text())
@@ -95,8 +97,10 @@ def main() -> None:
     ref = RUNS[0][0]
     print(json.dumps({"pairs": args.pairs, "train_pairs": args.train, "cpus": os.cpu_count(),
                       "load_avg_after": os.getloadavg(), "runs": rows,
-                      "silver_max_abs_diff_vs_1_process": {n: float(np.abs(s - silver[ref]).max()) for n, s in silver.items()},
-                      "gold_best_dev_diff_vs_1_process": {n: round(b - best[ref], 3) for n, b in best.items()}}, indent=2))
+                      "silver_max_abs_diff_vs_1_process": {n: float(np.abs(s - silver[ref]).max())
+                                                           for n, s in silver.items()},
+                      "gold_best_dev_diff_vs_1_process": {n: round(b - best[ref], 3) for n, b in best.items()}},
+                     indent=2))
 
 
 if __name__ == "__main__":

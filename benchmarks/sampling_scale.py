@@ -155,7 +155,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--stsb", args.stsb, "--n", str(args.n), "--top-k", str(args.top_k),
                "--chunk", str(args.chunk), "--seed", str(args.seed), "--encode-n", str(args.encode_n), "--only", what]
         out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-        results[what] = json.loads(next(l for l in out.splitlines() if l.startswith("RESULT "))[7:])
+        results[what] = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
         print(json.dumps(results[what]), flush=True)
         summary.write_text(json.dumps(results, indent=2) + "\n")  # after each step: a long run keeps its parts
     for other in ("st", "torch"):  # each exact alternative against faiss flat, row by row

@@ -79,7 +79,8 @@ def main() -> None:
             "spread_test": {"mean": round(statistics.mean(tests), 2), "std": round(statistics.stdev(tests), 2),
                             "min": min(tests), "max": max(tests)},
             "seed_optimised": {"chosen": chosen, **opt, "seconds": round(opt_s, 1),
-                               "dev_at_stop": {t["seed"]: t["dev_at_stop"] for t in opt_fit["seed_optimisation"]["trials"]},
+                               "dev_at_stop": {t["seed"]: t["dev_at_stop"]
+                                               for t in opt_fit["seed_optimisation"]["trials"]},
                                "same_as_its_full_run": bool(np.isclose(opt["test"], same["test"], atol=0.01))},
             "all_to_the_end": {"chosen": best["seed"], "dev": best["dev"], "test": best["test"],
                                "seconds": round(sum(a["seconds"] for a in alone), 1)},
@@ -94,7 +95,8 @@ def main() -> None:
             t = [row[key]["test"] for row in rows]
             print(f"{key}: test {statistics.mean(t):.2f} +- {statistics.stdev(t):.2f} over {len(rows)} repeats")
         singles = [a["test"] for row in rows for a in row["per_seed"]]
-        print(f"one seed: test {statistics.mean(singles):.2f} +- {statistics.stdev(singles):.2f} over {len(singles)} runs")
+        print(f"one seed: test {statistics.mean(singles):.2f} +- {statistics.stdev(singles):.2f} "
+              f"over {len(singles)} runs")
 
 
 if __name__ == "__main__":

@@ -228,8 +228,11 @@ def main() -> None:
         results_file.write_text(json.dumps(results, indent=2))
         print(json.dumps({name: {k: results[name].get(k) for k in ("student", "teacher", "wall_seconds")}}))
     print("\n| row | student test (dev) | teacher test (dev) |\n|---|---|---|")
+
+    def cell(b: dict | None) -> str:
+        return f"{b['test']['spearman']:.2f} ({b['dev']['spearman']:.2f})" if b else ""
+
     for name, r in results.items():
-        cell = (lambda b: f"{b['test']['spearman']:.2f} ({b['dev']['spearman']:.2f})" if b else "")
         print(f"| {name} | {cell(r.get('student'))} | {cell(r.get('teacher'))} |")
 
 

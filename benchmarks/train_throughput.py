@@ -10,10 +10,11 @@ gradient clipping at 1, length 128), same seed:
 - cross-encoder, BCE of sigmoid(logit) to the soft score: ``Fit`` with ``CrossModel.soft_bce_loss`` vs
   ``CrossEncoderTrainer`` with ``BinaryCrossEntropyLoss``.
 The timed part is training alone, as wall and as CPU seconds (the process's: on a machine shared with
-other jobs CPU time is the steadier measure, with one thread it is the time the work took on a core) (no dev evaluation, no save: ours gets a constant dev score); each model
-is then scored on the whole STS-B dev set by the same scorer (``split_scores``). Runs alternate ours /
-theirs ``--repeats`` times, so a machine shared with other jobs slows both alike. Prints threads, CPU flags
-and versions, steps/s, the ratio and dev Spearman; appends a JSON line to benchmarks/results/.
+other jobs CPU time is the steadier measure, with one thread it is the time the work took on a core)
+(no dev evaluation, no save: ours gets a constant dev score); each model is then scored on the whole
+STS-B dev set by the same scorer (``split_scores``). Runs alternate ours / theirs ``--repeats`` times, so a
+machine shared with other jobs slows both alike. Prints threads, CPU flags and versions, steps/s, the ratio
+and dev Spearman; appends a JSON line to benchmarks/results/.
 Needs ``pip install 'pldistill[bench]'`` (accelerate and datasets, for the transformers Trainer).
 """
 
@@ -65,10 +66,15 @@ def ours(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder |
     return model, seconds, run.total
 
 
-def theirs(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
+def theirs(kind: str, data: dict, tp: TrainParams,
+           seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     from datasets import Dataset
-    from sentence_transformers import (CrossEncoder, SentenceTransformer, SentenceTransformerTrainer,
-                                       SentenceTransformerTrainingArguments)
+    from sentence_transformers import (
+        CrossEncoder,
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
@@ -147,7 +153,8 @@ def main() -> None:
                "cpu": cpu_flags(), "train_pairs": len(data["train"]), "torch": torch.__version__,
                "sentence_transformers": sentence_transformers.__version__}
         print(f"{kind}: ours {row['steps_per_cpu_s']['ours']:.2f} steps/CPU-s, theirs "
-              f"{row['steps_per_cpu_s']['theirs']:.2f}, ours/theirs speed {row['speed_ours_over_theirs']}x; dev Spearman ours "
+              f"{row['steps_per_cpu_s']['theirs']:.2f}, ours/theirs speed {row['speed_ours_over_theirs']}x; "
+              f"dev Spearman ours "
               f"{dev['ours']:.2f}, theirs {dev['theirs']:.2f}", flush=True)
         rows.append(row)
     out = Path(args.out)

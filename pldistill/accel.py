@@ -13,6 +13,7 @@ faster); a forced backend that fails the gate is an error.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -38,7 +39,8 @@ GATE_MIN = 32  # fewer items than this cannot gate a backend: the call runs in t
 AUTO_MIN = 10_000  # auto keeps torch for smaller calls: its trials (exports, 4 runs of 512 items) would not pay off
 AUTO_MARGIN = 1.1  # auto leaves torch fp32 only for a backend at least this much faster on the gate sample
 NEEDS = BACKEND_NEEDS  # the packages each backend imports (onnx: the exporter writes with it)
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what the exported graph takes, where the tokenizer gives it
+# what the exported graph takes, where the tokenizer gives it
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 FORMAT = 1  # bump when the export changes: old cache entries are then ignored
 
 CPU_BACKENDS = ("onnx-int8", "onnx", "openvino")  # what auto tries on a CPU, where installed
@@ -98,7 +100,7 @@ class Choice:
     final: bool = True  # False: decided for this call only (auto on a small call); the next call decides again
 
     def describe(self) -> str:
-        gate = f", Spearman {self.spearman:.5f} vs torch fp32 on {self.sample} items" if self.spearman is not None else ""
+        gate = "" if self.spearman is None else f", Spearman {self.spearman:.5f} vs torch fp32 on {self.sample} items"
         return f"{self.backend}{' bf16' if self.backend == 'torch' and self.bf16 else ''}{gate} ({self.why})"
 
 
@@ -122,7 +124,8 @@ def _first_module(st_model: torch.nn.Module) -> tuple[torch.nn.Module, str, str]
     hf = getattr(first, "auto_model", None)
     cfg = getattr(first, "modality_config", {}).get("text", {})
     out = cfg.get("method_output_name")
-    if not isinstance(hf, torch.nn.Module) or cfg.get("method") != "forward" or out not in ("logits", "last_hidden_state"):
+    plain = cfg.get("method") == "forward" and out in ("logits", "last_hidden_state")
+    if not isinstance(hf, torch.nn.Module) or not plain:
         raise BackendError(f"{type(first).__name__}: only a plain Hugging Face transformer as the first module can "
                            f"run on onnx/openvino (found method {cfg.get('method')!r} -> {out!r}); use backend torch")
     return hf, out, first.module_output_name
@@ -135,8 +138,8 @@ def _digest(hf: torch.nn.Module, names: tuple[str, ...], output: str) -> str:
     for part in (hf.config.to_json_string(), ",".join(names), output, str(FORMAT), torch.__version__,
                  _version("transformers"), _version("onnx"), _version("onnxruntime")):
         h.update(part.encode() + b"\0")
-    for name, t in hf.state_dict().items():
-        t = t.detach().cpu().contiguous()
+    for name, tensor in hf.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
@@ -156,7 +159,8 @@ def _export(hf: torch.nn.Module, names: tuple[str, ...], output: str, probe: Map
     before = hf.config._attn_implementation
     hf.set_attn_implementation("eager")
     graph = _Graph(hf, names, output).eval()
-    axes = {n: {0: "batch", 1: "seq"} for n in names} | {output: {0: "batch"} if output == "logits" else {0: "batch", 1: "seq"}}
+    axes = {n: {0: "batch", 1: "seq"} for n in names}
+    axes[output] = {0: "batch"} if output == "logits" else {0: "batch", 1: "seq"}
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TracerWarnings and the exporter's deprecation notice
@@ -243,14 +247,15 @@ def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Pa
     if lacking := missing(backend):
         raise BackendError(f"backend {backend} needs {' and '.join(lacking)}, not installed: {install_hint(backend)} "
                            f"(or set the backend to auto or torch)")
-    _, output, feature = _first_module(st_model)
+    _, _, feature = _first_module(st_model)
     try:
         path = exported(backend, st_model, probe, cache_dir)
         names = tuple(json.loads((path / "meta.json").read_text())["inputs"])
         run = SESSIONS[backend](path)
     except Exception as err:  # an architecture the exporter or runtime cannot take: auto moves on, forced says why
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise BackendError(f"backend {backend} cannot run this model: {type(err).__name__}: "
-                           f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}; use auto or torch") from err
+                           f"{first}; use auto or torch") from err
     rest = list(st_model)[1:]
 
     def call(features: Features) -> Features:
@@ -321,13 +326,14 @@ def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
                 raise
             skipped.append(f"{backend} ({err})")
             continue
-        out, t = _timed(lambda: outputs(fwd or st_model, fwd is None))
+        out, t = _timed(functools.partial(outputs, fwd or st_model, fwd is None))
         trials.append((Trial(backend, t_ref / t, spearman(ref, out)), fwd))
     if requested != "auto":
         trial, fwd = trials[0]
         if not trial.passed:
             raise BackendError(f"backend {requested} fails the quality gate: Spearman {trial.spearman:.5f} vs torch "
-                               f"fp32 on {len(ref)} items, expected >= {GATE_SPEARMAN}; use auto (which skips it) or torch")
+                               f"fp32 on {len(ref)} items, expected >= {GATE_SPEARMAN}; "
+                               f"use auto (which skips it) or torch")
         return Choice(requested, False, trial.spearman, len(ref), f"as asked; {trial}"), fwd
     tried = "; ".join([*(str(t) for t, _ in trials), *skipped]) or f"nothing: {install_hint('onnx')} adds backends"
     good = [(t, f) for t, f in trials if t.passed and t.speedup >= AUTO_MARGIN]

@@ -54,7 +54,8 @@ class BM25Index:
                 indices.append(j)
             indptr.append(len(indices))
         data = np.ones(len(indices), dtype=np.float64)
-        m = sp.csr_matrix((data, np.asarray(indices, dtype=np.int64), np.asarray(indptr)), shape=(len(docs), len(self.vocab)))
+        m = sp.csr_matrix((data, np.asarray(indices, dtype=np.int64), np.asarray(indptr)),
+                          shape=(len(docs), len(self.vocab)))
         m.sum_duplicates()  # repeated tokens become counts
         return m
 

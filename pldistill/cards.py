@@ -10,6 +10,7 @@ import yaml
 
 from pldistill import __version__
 
+
 def card(title: str, kind: str, base: str, facts: dict[str, object], summary: str = "") -> str:
     """A saved model's README.md. ``kind``: bi (a SentenceTransformer) or cross (a CrossEncoder)."""
     return render({"title": title, "kind": kind, "base": base, "facts": facts, "summary": summary})

@@ -47,7 +47,7 @@ _used: set[Path] = set()
 def enabled(root: Path | str) -> Iterator[None]:
     """Training runs inside the block write checkpoints under ``root`` and resume from them; on success,
     the checkpoints they used are removed (a stage's results are its outputs, not its checkpoints)."""
-    global _root
+    global _root  # noqa: PLW0603 -- module state on purpose: set for the block, restored after it
     before, _root = _root, Path(root)
     try:
         yield

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
 from pldistill.bundled import BUNDLED
 from pldistill.recipes import RECIPES  # the recipe registry's names (pldistill.recipes imports nothing heavy)
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
@@ -165,7 +166,8 @@ BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
 # or OpenVINO. auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino")
 Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino"]
-BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}
+BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"),
+                 "openvino": ("openvino", "onnx")}
 BACKEND_EXTRAS = {"onnx": "fast", "onnx-int8": "fast", "openvino": "openvino"}  # pyproject's optional extras
 
 
@@ -290,10 +292,10 @@ class StepParams(_Section):
     @model_validator(mode="after")
     def _one_precision(self) -> StepParams:
         # bf16 predates precision: a section may set either, or both when they agree
-        if self.precision is not None and "bf16" in self.model_fields_set and self.bf16 is not False:
-            if BF16_AS_PRECISION[self.bf16] != self.precision:
-                raise ValueError(f"bf16 {str(self.bf16).lower()} and precision {self.precision} disagree; set precision alone "
-                                 f"(bf16 true is precision bf16, auto is auto) and bf16 to false")
+        bf16_set = "bf16" in self.model_fields_set and self.bf16 is not False
+        if self.precision is not None and bf16_set and BF16_AS_PRECISION[self.bf16] != self.precision:
+            raise ValueError(f"bf16 {str(self.bf16).lower()} and precision {self.precision} disagree; "
+                             f"set precision alone (bf16 true is precision bf16, auto is auto) and bf16 to false")
         if self.accumulate > self.batch_size:
             raise ValueError(f"accumulate {self.accumulate} splits each batch of batch_size {self.batch_size} "
                              f"rows into micro-batches; it must be at most batch_size")
@@ -474,7 +476,7 @@ class LabelParams(_Section):
     bf16: Bf16 = "auto"
     backend: Backend = "auto"
 
-    _backend_installed = field_validator("backend")(lambda v: _installed(v))
+    _backend_installed = field_validator("backend")(_installed)
 
 
 class ExtraSet(_Section):
@@ -497,7 +499,7 @@ class EvaluateParams(_Section):
     backend: Backend = "auto"
     extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
-    _backend_installed = field_validator("backend")(lambda v: _installed(v))
+    _backend_installed = field_validator("backend")(_installed)
 
     @field_validator("extra")
     @classmethod

@@ -11,9 +11,9 @@ import io
 import json
 import math
 import tarfile
-import zipfile
 import urllib.error
 import urllib.request
+import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -84,8 +84,8 @@ def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Cou
         "score_out_of_range": (score < lo) | (score > hi),
     }
     bad = pd.Series(False, index=df.index)
-    for reason, mask in reasons.items():
-        mask = mask.fillna(False) & ~bad  # count each row once, under its first reason
+    for reason, found in reasons.items():
+        mask = found.fillna(False) & ~bad  # count each row once, under its first reason
         if mask.any():
             dropped[f"{where}:{reason}"] += int(mask.sum())
         bad |= mask
@@ -200,8 +200,8 @@ def parse_sick(text: str, where: str, dropped: Counter) -> dict[str, pd.DataFram
     """SICK.txt: tab-separated with a header; relatedness_score in [1, 5]; SemEval_set TRAIN/TRIAL/TEST
     (TRIAL is the dev split, as SentEval and the SemEval task use it)."""
     need = ["sentence_A", "sentence_B", "relatedness_score", "SemEval_set"]
-    df = pd.DataFrame(_tab_rows(text, where, need, dropped), columns=need).rename(columns={"sentence_A": "sentence1", "sentence_B": "sentence2",
-                                            "relatedness_score": "score"})
+    df = pd.DataFrame(_tab_rows(text, where, need, dropped), columns=need).rename(
+        columns={"sentence_A": "sentence1", "sentence_B": "sentence2", "relatedness_score": "score"})
     split = df["SemEval_set"].str.strip().map(SICK_SPLITS)
     if split.isna().any():
         dropped[f"{where}:unknown_SemEval_set"] += int(split.isna().sum())
@@ -321,7 +321,7 @@ def _stsb_texts(source: Path) -> dict[str, str]:
 def parse_stsb(text: str, where: str, dropped: Counter) -> pd.DataFrame:
     """Parse one sts-*.csv: tab-separated genre, file, year, id, score, sentence1, sentence2[, ...]."""
     rows = []
-    for lineno, line in enumerate(io.StringIO(text), start=1):
+    for line in io.StringIO(text):
         fields = line.rstrip("\n").split("\t")
         if len(fields) < 7:
             dropped[f"{where}:too_few_fields"] += 1
@@ -362,7 +362,8 @@ def read_delimited(path: Path, sep: str, quoting: int) -> tuple[pd.DataFrame, in
             except csv.Error as err:
                 if "end of data" in str(err):  # every line after the quote would be one field
                     raise DataError(f"{path}: the record starting on line {first} opens a quote that is never "
-                                    f"closed; close it (a quote inside a quoted field is written twice: \"\")") from None
+                                    f"closed; close it (a quote inside a quoted field is written twice: "
+                                    f"\"\")") from None
                 bad += 1
                 continue
             if not fields:  # a blank line
@@ -424,7 +425,8 @@ def _split_randomly(df: pd.DataFrame, params: DataParams, rng: np.random.Generat
     return {s: df.iloc[np.sort(parts[s])].reset_index(drop=True) for s in SPLITS}
 
 
-def load_table(path: Path, params: DataParams, rng: np.random.Generator, score_range: tuple[float, float] | None) -> Loaded:
+def load_table(path: Path, params: DataParams, rng: np.random.Generator,
+               score_range: tuple[float, float] | None) -> Loaded:
     if not path.exists():
         raise DataError(f"{path}: file not found")
     df, unparseable = read_table(path)

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.integrate import trapezoid
 from scipy.stats import gaussian_kde
 
+
 class SelectionError(ValueError):
     """KDE selection cannot run on these scores; the message says why and what to change."""
 
@@ -70,7 +71,7 @@ def report(gold: np.ndarray, silver: np.ndarray, points: int = 101) -> tuple[dic
     grid = np.linspace(0.0, 1.0, points)  # the plotted curves
     fg, fs = density(gold, grid), density(silver, grid)
     summary = {
-        "silver_pairs": int(len(silver)),
+        "silver_pairs": len(silver),
         "silver_score_mean": round(float(np.mean(silver)), 4) if len(silver) else None,
         "gold_score_mean": round(float(np.mean(gold)), 4) if len(gold) else None,
         "kl_gold_silver": kl,
@@ -121,7 +122,7 @@ def kde_select(gold: np.ndarray, silver: np.ndarray, task: str, rng: np.random.G
     if gold_pos == 0:
         raise SelectionError("kde for classification needs at least one positive gold pair (score >= 0.5); "
                              "found none in the training split")
-    n_neg = min(int(round(pos.sum() * gold_neg / gold_pos)), int((~pos).sum()))
+    n_neg = min(round(pos.sum() * gold_neg / gold_pos), int((~pos).sum()))
     keep = pos.copy()
     keep[rng.choice(np.flatnonzero(~pos), size=n_neg, replace=False)] = True
     return keep

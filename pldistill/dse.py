@@ -173,7 +173,8 @@ class DSE(Trainable):
     def use_backend(self, backend: str) -> None:
         """DSE reads hidden states of several layers, which the exported graphs do not give: torch only."""
         if backend not in ("auto", "torch"):
-            raise ModelError(f"backend {backend}: a DSE student scores on torch only; set evaluate.backend to auto or torch")
+            raise ModelError(f"backend {backend}: a DSE student scores on torch only; "
+                             f"set evaluate.backend to auto or torch")
 
     @property
     def batch_loss(self) -> BatchLoss:

@@ -86,7 +86,8 @@ def candidate_chunks(params: Params, clean: Path, pairs: Path) -> tuple[Iterator
     return chunks(), len(target) + n, len(target)
 
 
-def kde_keep(gold: pd.DataFrame, scores: np.ndarray, params: Params, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+def kde_keep(gold: pd.DataFrame, scores: np.ndarray, params: Params,
+             rng: np.random.Generator) -> tuple[np.ndarray, dict]:
     """Which labelled pool pairs KDE selects (a mask over ``scores``); report pool size, kept, dropped and
     the pool's KL."""
     task = task_of(params.adapt.data or params.data, gold)

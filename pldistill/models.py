@@ -101,7 +101,8 @@ def _hub_errors(spec: str, resolved: str) -> Iterator[None]:
     except (OSError, HFValidationError) as err:
         if resolved != spec or Path(spec).exists():
             raise
-        how = "offline (HF_HUB_OFFLINE is set) and it is not in the local cache" if is_offline_mode() else "from the hub"
+        how = ("offline (HF_HUB_OFFLINE is set) and it is not in the local cache" if is_offline_mode()
+               else "from the hub")
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelError(f"{spec}: could not load this hub id {how} ({first}); use a local directory with "
                          f"config and *.safetensors weights, or bundled:<name> ({', '.join(bundled.BUNDLED)}), "
@@ -191,7 +192,7 @@ def _batched_inference(
         for idx in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2):
             res = fn(idx.tolist()).float().cpu().numpy()
             if out is None:
-                out = np.empty((len(lengths),) + res.shape[1:], dtype=np.float32)
+                out = np.empty((len(lengths), *res.shape[1:]), dtype=np.float32)
             out[idx] = res
     return out if out is not None else np.empty((0,), np.float32)
 
@@ -301,7 +302,8 @@ class BiEncoder(_Backended, Trainable):
         return _batched_inference(lambda idx: self._embed([texts[i] for i in idx], forward), lengths, batch_size, bf16,
                                   "encode", progress)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> np.ndarray:
         """(len(texts), dim) float32 embeddings, L2-normalised."""
         texts = list(texts)
         self.model.eval()
@@ -311,7 +313,8 @@ class BiEncoder(_Backended, Trainable):
         emb = self._encode(texts, batch_size, bf16, progress, forward)
         return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
-    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+              progress: bool = False) -> np.ndarray:
         """Cosine similarity of each pair, each distinct sentence encoded once."""
         a, b = pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress)
         return np.sum(a * b, axis=1)
@@ -358,7 +361,8 @@ class CrossModel(_Backended, Trainable):
             token_counts(self.model.tokenizer, s1, s2, self.max_length), batch_size, bf16, "cross-encode", progress,
         )
 
-    def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
+    def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> np.ndarray:
         s1, s2 = list(s1), list(s2)
         self.model.eval()
         idx = accel.gate_sample(len(s1))
@@ -367,7 +371,8 @@ class CrossModel(_Backended, Trainable):
                                      lambda fwd, b16: self._infer(a, b, batch_size, b16, False, fwd))
         return self._infer(s1, s2, batch_size, bf16, progress, forward)
 
-    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto", progress: bool = False) -> np.ndarray:
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+              progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
     def soft_bce_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:

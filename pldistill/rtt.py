@@ -28,7 +28,8 @@ from pldistill.models import autocast, device, length_sorted_batches, resolve
 SCRIPTS = {"latin": ("LATIN",), "cyrillic": ("CYRILLIC",), "greek": ("GREEK",), "han": ("CJK", "IDEOGRAPHIC"),
            "arabic": ("ARABIC",)}
 LANGUAGE_SCRIPT = {**dict.fromkeys(("en", "de", "fr", "es", "nl", "it", "pt", "ro", "sv", "da", "fi", "pl", "cs"),
-                                   "latin"), "ru": "cyrillic", "uk": "cyrillic", "el": "greek", "zh": "han", "ar": "arabic"}
+                                   "latin"),
+                   "ru": "cyrillic", "uk": "cyrillic", "el": "greek", "zh": "han", "ar": "arabic"}
 
 
 class RTTError(ValueError):
@@ -55,7 +56,8 @@ def clean_sentence(text: str, script: str, form: str = "NFKC") -> str:
     return strip_script(normalise(text, form), script)
 
 
-def clean_corpus(sentences: Sequence[str], script: str, min_chars: int, form: str = "NFKC") -> tuple[list[str], Counter]:
+def clean_corpus(sentences: Sequence[str], script: str, min_chars: int,
+                 form: str = "NFKC") -> tuple[list[str], Counter]:
     """Clean every sentence; drop those shorter than ``min_chars`` afterwards and repeats, counted by reason."""
     kept: dict[str, None] = {}
     dropped: Counter = Counter()
@@ -133,7 +135,8 @@ class Table:
         df, bad = read_table(path)
         missing = [c for c in self.COLUMNS if c not in df.columns]
         if missing:
-            raise RTTError(f"{path}: expected columns {list(self.COLUMNS)}; missing {missing} (found {list(df.columns)})")
+            raise RTTError(f"{path}: expected columns {list(self.COLUMNS)}; missing {missing} "
+                           f"(found {list(df.columns)})")
         # Keyed by the sentence cleaned as the corpus is; the first row of a repeated key wins.
         self.lookup: dict[tuple[str, str], str] = {}
         self.counts = Counter(unparsed_lines=bad)
@@ -166,11 +169,11 @@ def paraphrase(corpus: list[str], languages: Sequence[str], round_trip: RoundTri
     unchanged paraphrase is kept (still a valid positive) and counted."""
     rows, counts = [], Counter()
     for lang in languages:
-        for s, p in zip(corpus, round_trip(corpus, lang)):
-            if p is None:
+        for s, translated in zip(corpus, round_trip(corpus, lang)):
+            if translated is None:
                 counts["no_translation"] += 1
                 continue
-            p = clean_sentence(p, script, form)
+            p = clean_sentence(translated, script, form)
             if len(p) < min_chars:
                 counts["paraphrase_too_short"] += 1
                 continue

@@ -25,8 +25,8 @@ from pldistill.config import EvaluateParams, Params, TeacherMember
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
-from pldistill.numeric import logit, sigmoid
 from pldistill.models import BiEncoder, CrossModel, ModelError
+from pldistill.numeric import logit, sigmoid
 from pldistill.training import FitResult, train_bi_encoder, train_cross_encoder, write_curves
 
 MANIFEST = "teacher.json"

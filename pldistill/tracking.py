@@ -23,7 +23,7 @@ _next_offset = 0
 @contextlib.contextmanager
 def logging_to(directory: Path | str) -> Iterator[None]:
     """Log the training runs inside the block to a DVCLive folder at ``directory`` (emptied first)."""
-    global _live, _next_offset
+    global _live, _next_offset  # noqa: PLW0603 -- module state on purpose: the log open for the block
     import torch
     from dvclive import Live, monitor_system  # imported here: only stage command lines log
 
@@ -62,7 +62,7 @@ class RunLog:
 def run_log(total: int) -> RunLog | None:
     """A log for a run of ``total`` steps (its steps 0 .. total get a range of their own), or None when
     no log is open."""
-    global _next_offset
+    global _next_offset  # noqa: PLW0603 -- each run's steps follow the last run's
     if _live is None:
         return None
     log = RunLog(_live, _next_offset)

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
-
-import pandas as pd
 
 from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams

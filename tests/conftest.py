@@ -183,7 +183,8 @@ class ParamReads:
     def __enter__(self) -> ParamReads:
         assert "__getattribute__" not in BaseModel.__dict__, "ParamReads does not nest"
         reads = self
-        BaseModel.__getattribute__ = lambda obj, name: reads._getattribute(obj, name)
+        # a function, not the bound method: set on the class, it is called with the instance first
+        BaseModel.__getattribute__ = lambda obj, name: reads._getattribute(obj, name)  # noqa: PLW0108
         return self
 
     def __exit__(self, *exc) -> None:

@@ -11,7 +11,7 @@ from pldistill import accel
 from pldistill.config import ConfigError, parse_params
 from pldistill.models import BiEncoder, CrossModel
 
-WORDS = "cat dog car rain music bread river phone chess garden the a on in big small red blue old new".split()
+WORDS = "cat dog car rain music bread river phone chess garden the a on in big small red blue old new".split()  # noqa: SIM905 -- a word list reads best as one string
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
@@ -152,7 +152,8 @@ def test_auto_falls_back_to_torch_without_the_packages(cross, monkeypatch):
 def test_a_forced_backend_without_its_package_names_the_extra(cross, monkeypatch):
     monkeypatch.setattr(accel, "missing", lambda backend: ["onnxruntime"])
     cross.use_backend("onnx-int8")
-    with pytest.raises(accel.BackendError, match=r"onnx-int8 needs onnxruntime, not installed: pip install 'pldistill\[fast\]'"):
+    with pytest.raises(accel.BackendError,
+                       match=r"onnx-int8 needs onnxruntime, not installed: pip install 'pldistill\[fast\]'"):
         cross.logits(S1, S2, 16, bf16=False)
 
 
@@ -200,7 +201,8 @@ def test_backend_key_is_checked():
 def test_a_forced_backend_without_its_package_stops_at_the_params(monkeypatch):
     real = accel.importlib.util.find_spec
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
-    with pytest.raises(ConfigError, match=r"label.backend.*onnx needs onnxruntime, not installed: pip install 'pldistill\[fast\]'"):
+    with pytest.raises(ConfigError,
+                       match=r"label.backend.*onnx needs onnxruntime, not installed: pip install 'pldistill\[fast\]'"):
         parse_params({"label": {"backend": "onnx"}})
     assert parse_params({"label": {"backend": "auto"}, "evaluate": {"backend": "torch"}}).label.backend == "auto"
 

@@ -9,7 +9,7 @@ from stages.augment import augment
 
 
 def test_normalise():
-    assert normalise("  Ｈｅｌｌｏ\u00a0 world!!!  ") == "Hello world!"
+    assert normalise("  Ｈｅｌｌｏ\u00a0 world!!!  ") == "Hello world!"  # noqa: RUF001 -- fullwidth on purpose: NFKC folds it
     assert normalise("Wait.... what??") == "Wait... what?"
     assert normalise("tab\there\nnew\u200bline") == "tab here new line"
     assert normalise("a -- b") == "a - b"
@@ -29,7 +29,8 @@ def test_clean_train_counts_each_reason():
 
 def test_augment_stage_keeps_dev_and_test_rows(tmp_path):
     raw = tmp_path / "raw" / "demo"
-    bad = pd.DataFrame({"sentence1": ["x", "A  normal sentence"], "sentence2": ["y", "Another one"], "score": [0.0, 1.0]})
+    bad = pd.DataFrame({"sentence1": ["x", "A  normal sentence"], "sentence2": ["y", "Another one"],
+                        "score": [0.0, 1.0]})
     for split in ("train", "dev", "test"):
         schemas.write(raw / f"{split}.parquet", bad, schemas.PAIRS)
     report = augment(parse_params({}), tmp_path / "raw", tmp_path / "clean", tmp_path / "r.json")

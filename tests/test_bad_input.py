@@ -396,7 +396,7 @@ def outcome(case: Case, tmp: Path, mp: pytest.MonkeyPatch) -> tuple[str, str]:
         kind, seen = "error", " / ".join(line.strip() for line in str(err).splitlines())
     except Broken as err:
         return "failure", f"FAILURE: {err}"
-    except Exception as err:  # noqa: BLE001  (the raw traceback a user would get)
+    except Exception as err:  # the raw traceback a user would get
         return "failure", f"FAILURE: raw {type(err).__name__}: {(str(err).strip() or '-').splitlines()[0]}"
     else:
         if dropped is None:

@@ -29,7 +29,7 @@ def demo_tokens():
 def test_scores_equal_rank_bm25(demo_tokens):
     ours = BM25Index(demo_tokens)
     ref = BM25Okapi(demo_tokens)
-    queries = demo_tokens[:50] + [["the", "the", "cat"], ["zzz-not-in-vocab"], []]
+    queries = [*demo_tokens[:50], ["the", "the", "cat"], ["zzz-not-in-vocab"], []]
     expected = np.array([ref.get_scores(q) for q in queries])
     np.testing.assert_allclose(ours.scores(queries), expected, rtol=1e-12, atol=1e-12)
 

@@ -147,8 +147,11 @@ def test_a_stage_killed_by_sigkill_resumes_in_a_new_process(tiny_model_dir, tmp_
         save_file({{k: v.contiguous() for k, v in model.module.state_dict().items()}}, sys.argv[1] + "/" + sys.argv[2])
     """))
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    run = lambda how: subprocess.run([sys.executable, str(script), str(tmp_path), how], env=env, capture_output=True,
-                                     text=True, timeout=300, check=False)
+
+    def run(how: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), str(tmp_path), how], env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+
     killed = run("kill")
     assert killed.returncode == -9, killed.stderr[-2000:]
     resumed, whole = run("resumed"), run("whole")

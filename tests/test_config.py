@@ -23,7 +23,8 @@ def test_values_checked_before_any_work():
         "seed: Input should be greater than or equal to 0": {"seed": -1},
         "data.task: expected one of regression, classification; found 'binary'": {"data": {"task": "binary"}},
         "teacher.model: expected bundled:<name>": {"teacher": {"model": "bundled:nope"}},
-        "data.columns: maps two of our columns to the same column": {"data": {"columns": {"sentence1": "q", "sentence2": "q"}}},
+        "data.columns: maps two of our columns to the same column":
+            {"data": {"columns": {"sentence1": "q", "sentence2": "q"}}},
     }
     for message, raw in cases.items():
         with pytest.raises(ConfigError) as err:
@@ -33,7 +34,8 @@ def test_values_checked_before_any_work():
 
 
 def test_bad_value_names_key_and_allowed_values():
-    with pytest.raises(ConfigError, match=r"sample\.strategy: expected one of none, random, kde, bm25, semantic, bm25\+semantic; found 'bm52'"):
+    with pytest.raises(ConfigError, match=r"sample\.strategy: expected one of none, random, kde, bm25, semantic, "
+                                          r"bm25\+semantic; found 'bm52'"):
         parse_params({"sample": {"strategy": "bm52"}})
     with pytest.raises(ConfigError, match=r"data\.dataset: expected one of demo, stsb, sickr, mrpc, qqp or a path"):
         parse_params({"data": {"dataset": "imagenet"}})

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.integrate import trapezoid
 
-from pldistill.diagnostics import SelectionError, histogram, keep_probability, kde_select, report
+from pldistill.diagnostics import SelectionError, histogram, kde_select, keep_probability, report
 
 
 def test_kl_is_near_zero_for_the_same_distribution_and_large_for_a_skewed_one():
@@ -68,7 +68,8 @@ def test_kde_selection_brings_silver_closer_to_gold():
 
 
 def test_kde_on_scores_that_cannot_be_smoothed_says_what_to_change():
-    with pytest.raises(SelectionError, match=r"pool scores cannot be smoothed \(3 score\(s\), 1 distinct.*teacher.epochs"):
+    with pytest.raises(SelectionError,
+                       match=r"pool scores cannot be smoothed \(3 score\(s\), 1 distinct.*teacher.epochs"):
         keep_probability(np.linspace(0, 1, 20), np.full(3, 0.5))
 
 

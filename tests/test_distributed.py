@@ -38,7 +38,7 @@ def _params_file(params: Params, path: Path) -> Path:
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}  # this checkout's pldistill
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -94,8 +94,6 @@ def test_training_on_two_processes_gives_the_one_process_model(dropless_model_di
     clean = tmp_path / "clean"
     schemas.write(clean / "train.parquet", make_pairs(45), schemas.PAIRS)  # batches of 8: the last one 5 (3 + 2)
     schemas.write(clean / "dev.parquet", make_pairs(24, offset=500), schemas.PAIRS)
-    paths = {name: tmp_path / run / file for run in ("one", "two")
-             for name, file in (("out", "gold"), ("report", "gold.json"), ("curve", "curve.csv"))}
     one = gold_stage.gold(params, clean, tmp_path / "one/gold", tmp_path / "one/gold.json", tmp_path / "one/curve.csv")
 
     logs = tmp_path / "writes"

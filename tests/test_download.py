@@ -1,6 +1,7 @@
 import io
 import json
 import tarfile
+from typing import ClassVar
 
 import pandas as pd
 import pytest
@@ -14,7 +15,8 @@ STSB_LINES = {
     "train": [
         "main-captions\tMSRvid\t2012test\t0001\t5.000\tA plane is taking off.\tAn air plane is taking off.",
         "main-captions\tMSRvid\t2012test\t0004\t3.800\tA man is playing a flute.\tA man is playing a bamboo flute.",
-        "main-news\theadlines\t2015\t0012\t1.2\tSaudi \"royal\" dies\tOil prices drop\tsrc1\tsrc2",  # extra fields: kept
+        # extra fields: kept
+        "main-news\theadlines\t2015\t0012\t1.2\tSaudi \"royal\" dies\tOil prices drop\tsrc1\tsrc2",
         "main-news\theadlines\t2015\t0013\tnot-a-score\tA\tB",
         "main-news\theadlines\t2015\t0014\t7.5\tOut of range.\tScore above five.",
         "truncated line\t2.0",
@@ -111,9 +113,11 @@ def test_table_by_path_with_column_mapping(tmp_path, suffix):
 def test_table_errors_say_what_to_do(tmp_path):
     path = tmp_path / "t.csv"
     pd.DataFrame({"text": ["a b c"], "label": [1]}).to_csv(path, index=False)
-    with pytest.raises(datasets.DataError, match=r"expected columns \['sentence1', 'sentence2', 'score'\]; found \['text', 'label'\].*data.columns"):
+    with pytest.raises(datasets.DataError, match=r"expected columns \['sentence1', 'sentence2', 'score'\]; "
+                                                r"found \['text', 'label'\].*data.columns"):
         datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 0)
-    pd.DataFrame({"sentence1": ["a b c"] * 20, "sentence2": ["c d e"] * 20, "score": [4.0] * 20}).to_csv(path, index=False)
+    out_of_range = pd.DataFrame({"sentence1": ["a b c"] * 20, "sentence2": ["c d e"] * 20, "score": [4.0] * 20})
+    out_of_range.to_csv(path, index=False)
     with pytest.raises(datasets.DataError, match=r"outside \[0, 1\].*data.score_range"):
         datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 0)
     pd.DataFrame({"sentence1": ["a b c"] * 3, "sentence2": ["c d e"] * 3, "score": [0.5] * 3,
@@ -153,7 +157,7 @@ def test_schema_read_names_file_and_problem(tmp_path):
 
 
 class _FakeResponse(io.BytesIO):
-    headers = {"Content-Length": None}
+    headers: ClassVar[dict[str, str | None]] = {"Content-Length": None}
 
     def __enter__(self):
         return self
@@ -199,14 +203,14 @@ def test_offline_download_says_how_to_point_at_a_local_copy(tmp_path, monkeypatc
 def test_unparseable_lines_are_counted_not_fatal(tmp_path):
     good = [f"sentence number {i},another sentence {i},{i % 2 * 0.5}" for i in range(30)]
     csv = tmp_path / "t.csv"
-    csv.write_text("sentence1,sentence2,score\n" + "\n".join(good[:10] + ["a,b,0.5,EXTRA,FIELDS"] + good[10:]) + "\n")
+    csv.write_text("sentence1,sentence2,score\n" + "\n".join([*good[:10], "a,b,0.5,EXTRA,FIELDS", *good[10:]]) + "\n")
     loaded = datasets.load(parse_params({"data": {"dataset": str(csv)}}).data, 0)
     assert loaded.dropped["t.csv:unparseable_line"] == 1
     assert sum(len(d) for d in loaded.splits.values()) == 30
 
     jsonl = tmp_path / "t.jsonl"
     lines = [json.dumps({"sentence1": f"s {i} here", "sentence2": f"t {i} there", "score": 0.5}) for i in range(30)]
-    jsonl.write_text("\n".join(lines[:5] + ['{"sentence1": "broken', "[1, 2]"] + lines[5:]) + "\n")
+    jsonl.write_text("\n".join([*lines[:5], '{"sentence1": "broken', "[1, 2]", *lines[5:]]) + "\n")
     loaded = datasets.load(parse_params({"data": {"dataset": str(jsonl)}}).data, 0)
     assert loaded.dropped["t.jsonl:unparseable_line"] == 2
     assert sum(len(d) for d in loaded.splits.values()) == 30
@@ -274,7 +278,8 @@ def test_mrpc_train_test_as_published_and_glue_dev_ids(tmp_path):
     loaded = datasets.load(params.data, 0)
     s = loaded.splits
     assert s["train"]["sentence1"].tolist() == ['He said "yes" today.', "The market fell."]  # BOM and quotes ok
-    assert s["train"]["score"].tolist() == [1.0, 0.0] and list(s["train"].columns) == ["sentence1", "sentence2", "score"]
+    assert s["train"]["score"].tolist() == [1.0, 0.0]
+    assert list(s["train"].columns) == ["sentence1", "sentence2", "score"]
     assert s["dev"]["sentence1"].tolist() == ["A dev pair."] and len(s["test"]) == 1
     assert dict(loaded.dropped) == {"msr_paraphrase_train.txt:score_out_of_range": 1,
                                     "msr_paraphrase_train.txt:too_few_fields": 1}

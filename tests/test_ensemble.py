@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from pldistill import schemas
-from pldistill.recipes import rtt_ensemble as ensemble
 from pldistill.config import ConfigError, parse_params
 from pldistill.models import BiEncoder, ModelError
+from pldistill.recipes import rtt_ensemble as ensemble
 
 
 def test_member_weights_mean_and_softmax_of_dev_points():
@@ -107,7 +107,8 @@ def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
 
 
 def _clean_dir(tmp_path, paraphrases: pd.DataFrame) -> object:
-    train = pd.DataFrame({"sentence1": ["a b c d", "e f g h"], "sentence2": ["e f g h", "i j k l"], "score": [0.1, 0.9]})
+    train = pd.DataFrame({"sentence1": ["a b c d", "e f g h"], "sentence2": ["e f g h", "i j k l"],
+                          "score": [0.1, 0.9]})
     schemas.write(tmp_path / "train.parquet", train, schemas.PAIRS)
     schemas.write(tmp_path / schemas.PARAPHRASES_FILE, paraphrases, schemas.PARAPHRASES)
     return tmp_path
@@ -137,10 +138,12 @@ def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
 
 def test_rtt_sub_models_learn_paraphrases_one_per_language_and_repeat_exactly(tiny_model_dir, tmp_path):
     para = pd.DataFrame({"sentence": [f"the cat number {i} sat" for i in range(12)] * 2,
-                         "paraphrase": [f"a cat {i} was sitting" for i in range(12)] + [f"cat {i} sits" for i in range(12)],
+                         "paraphrase": [f"a cat {i} was sitting" for i in range(12)]
+                                       + [f"cat {i} sits" for i in range(12)],
                          "language": ["fr"] * 12 + ["de"] * 12})
     clean = _clean_dir(tmp_path, para)
-    dev = pd.DataFrame({"sentence1": ["a cat sat", "rain falls", "a dog ran"], "sentence2": ["the cat sat", "music", "dogs run"],
+    dev = pd.DataFrame({"sentence1": ["a cat sat", "rain falls", "a dog ran"],
+                        "sentence2": ["the cat sat", "music", "dogs run"],
                         "score": [0.9, 0.1, 0.7]})
     schemas.write(clean / "dev.parquet", dev, schemas.PAIRS)
     model = {"model": str(tiny_model_dir), "max_length": 32}

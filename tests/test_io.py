@@ -8,10 +8,9 @@ from pldistill.io import atomic_dir, atomic_path, write_json
 def test_a_failed_write_leaves_the_old_file_and_no_debris(tmp_path):
     target = tmp_path / "m.json"
     write_json(target, {"v": 1})
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text('{"v": 2, "half')
-            raise RuntimeError("killed mid-write")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text('{"v": 2, "half')
+        raise RuntimeError("killed mid-write")
     assert target.read_text() == '{\n  "v": 1\n}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
 
@@ -20,10 +19,9 @@ def test_a_failed_directory_write_leaves_the_old_directory(tmp_path):
     target = tmp_path / "model"
     with atomic_dir(target) as tmp:
         (tmp / "w").write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_dir(target) as tmp:
-            (tmp / "w").write_text("new, partial")
-            raise RuntimeError("killed mid-save")
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "w").write_text("new, partial")
+        raise RuntimeError("killed mid-save")
     assert (target / "w").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
     with atomic_dir(target) as tmp:

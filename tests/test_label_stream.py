@@ -10,8 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import stages.label as label_stage
-from pldistill import labelling
-from pldistill import schemas
+from pldistill import labelling, schemas
 from pldistill.models import CrossModel
 from pldistill.teachers import Calibration, Member, Teacher
 from tests.conftest import make_pairs

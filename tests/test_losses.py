@@ -1,7 +1,6 @@
+import pytest
 import torch
 import torch.nn.functional as F
-
-import pytest
 
 from pldistill import losses
 from pldistill.losses import cosine_mse, soft_bce

@@ -30,7 +30,7 @@ def test_best_threshold_maximises_f1_by_brute_force():
         n = int(rng.integers(2, 25))
         gold, pred = rng.integers(0, 2, n), np.round(rng.random(n), 1)  # ties on purpose
 
-        def f1(t):
+        def f1(t, pred=pred, gold=gold):
             hard = pred >= t
             denom = hard.sum() + gold.sum()
             return 2 * (hard & (gold == 1)).sum() / denom if denom else 0.0

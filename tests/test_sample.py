@@ -75,7 +75,10 @@ def test_semantic_neighbours_share_the_topic_word():
     pairs = sample(ctx(gold, strategy="semantic", top_k=2))
     assert len(pairs) > 0 and (pairs["strategy"] == "semantic").all()
     check_new_unique(pairs, gold)
-    topic = lambda s: next(t for t in TOPICS if t in s.split())
+
+    def topic(s: str) -> str:
+        return next(t for t in TOPICS if t in s.split())
+
     assert all(topic(a) == topic(b) for a, b in zip(pairs["sentence1"], pairs["sentence2"]))
 
 
@@ -91,7 +94,10 @@ def test_bm25_plus_semantic_is_the_union_with_each_pair_once():
     bm25 = sample(ctx(gold, strategy="bm25", top_k=3))
     sem = sample(ctx(gold, strategy="semantic", top_k=3))
     check_new_unique(both, gold)
-    keys = lambda df: {pair_key(a, b) for a, b in zip(df["sentence1"], df["sentence2"])}
+
+    def keys(df: pd.DataFrame) -> set:
+        return {pair_key(a, b) for a, b in zip(df["sentence1"], df["sentence2"])}
+
     assert keys(both) == keys(bm25) | keys(sem)
     assert c.found == {"bm25": len(bm25), "semantic": len(sem)}
     by = dict(zip([pair_key(a, b) for a, b in zip(both["sentence1"], both["sentence2"])], both["strategy"]))

@@ -13,7 +13,7 @@ from sentence_transformers import CrossEncoder, SentenceTransformer
 from pldistill import schemas
 from pldistill.config import parse_params
 from stages.evaluate import evaluate
-from tests.conftest import STAGES, adaptation_target, run_chain  # noqa: F401  (tests.test_teachers imports run_chain)
+from tests.conftest import STAGES, adaptation_target, run_chain
 
 
 @pytest.fixture

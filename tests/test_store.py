@@ -29,10 +29,9 @@ def test_missing_key_is_absent(tmp_path):
 
 def test_a_failed_step_leaves_no_entry_and_no_temp_dir(tmp_path):
     store = Store(tmp_path)
-    with pytest.raises(RuntimeError):
-        with store.put("k") as tmp:
-            (tmp / "half").write_text("x")
-            raise RuntimeError("killed mid-step")
+    with pytest.raises(RuntimeError), store.put("k") as tmp:
+        (tmp / "half").write_text("x")
+        raise RuntimeError("killed mid-step")
     assert store.get("k") is None
     assert list(tmp_path.iterdir()) == []
 

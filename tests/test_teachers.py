@@ -13,7 +13,7 @@ from pldistill.config import ConfigError, parse_params
 from pldistill.models import BiEncoder, ModelError
 from pldistill.numeric import LOGIT_EPS, logit
 from pldistill.teachers import Calibration, Teacher
-from tests.test_stages import run_chain
+from tests.conftest import run_chain
 
 
 def with_teacher(params, **teacher):
@@ -97,7 +97,8 @@ def test_ensemble_of_a_given_bi_encoder_and_a_trained_cross_encoder(tiny_params,
     start = load_file(tiny_model_dir / "model.safetensors")
     saved = load_file(tmp_path / "models/teacher/member-01/model.safetensors")
     key = next(k for k in saved if k.endswith("encoder.layer.0.attention.self.query.weight"))
-    assert np.array_equal(saved[key].numpy(), start[next(k for k in start if k.endswith(key.split("auto_model.")[-1]))].numpy())
+    start_key = next(k for k in start if k.endswith(key.split("auto_model.")[-1]))
+    assert np.array_equal(saved[key].numpy(), start[start_key].numpy())
     teacher = Teacher.load(tmp_path / "models/teacher")
     pairs = (["a cat story"], ["a dog story"])
     mean = np.mean([m.score(*pairs, bf16=False) for m in teacher.members], axis=0)

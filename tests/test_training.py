@@ -23,7 +23,7 @@ def _train(tiny_model_dir, seed, dev_fn=None):
 
 
 def test_fit_learns_and_keeps_the_best_dev_checkpoint(tiny_model_dir):
-    bi, res, score = _train(tiny_model_dir, seed=3)
+    _, res, score = _train(tiny_model_dir, seed=3)
     assert [r["step"] for r in res.curve] == [0, 4, 8, 12, 16]  # 8 steps an epoch, 2 evals an epoch
     assert res.best_dev == max(r["dev"] for r in res.curve)
     assert res.best_dev > res.curve[0]["dev"] + 20  # a learnable toy task: dev rises well above the start
@@ -38,7 +38,8 @@ def test_fit_is_deterministic_for_a_seed(tiny_model_dir):
     assert res_a.best_step == res_a.steps > 0
     for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
         assert torch.equal(pa, pb), name
-    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.module.state_dict().values(), c.module.state_dict().values()))
+    assert any(not torch.equal(pa, pc)
+               for pa, pc in zip(a.module.state_dict().values(), c.module.state_dict().values()))
 
 
 def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
@@ -47,13 +48,14 @@ def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
     assert res.best_step == 0  # dev selection keeps the start
     torch.manual_seed(5)
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-    train, dev = make_pairs(64), make_pairs(24, offset=100)
+    train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
     res = fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
               train["score"].to_numpy(), itertools.count(100, -1).__next__, params, torch.Generator().manual_seed(5))
     assert res.best_step == res.steps == 16 and res.best_dev == 96  # the fifth and last evaluation
-    assert any(not torch.equal(a, b) for a, b in zip(kept.module.state_dict().values(), bi.module.state_dict().values()))
+    assert any(not torch.equal(a, b)
+               for a, b in zip(kept.module.state_dict().values(), bi.module.state_dict().values()))
 
 
 def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monkeypatch):

@@ -17,9 +17,9 @@ resumed run and an uninterrupted one go through the same bytes. Each step seeds 
 from __future__ import annotations
 
 import functools
+import shutil
 import sys
 import time
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -262,11 +262,13 @@ class TransEncoder:
             labellers = [str(s.model) for s in bis] or [m.bi for m in self.members]
             lb = self._step(c, "label-bi", None, functools.partial(self._label_bi, cycle=c, prev=bis))
             crosses = [self._step(c, "cross", i, functools.partial(
-                self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb, desc=f"cycle {c} cross-encoder {i}"))
+                self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb,
+                desc=f"cycle {c} cross-encoder {i}"))
                 for i, m in enumerate(self.members)]
             lc = self._step(c, "label-cross", None, functools.partial(self._label_cross, cycle=c, crosses=crosses))
             bis = [self._step(c, "bi", i, functools.partial(
-                self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc, desc=f"cycle {c} bi-encoder {i}"))
+                self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc,
+                desc=f"cycle {c} bi-encoder {i}"))
                 for i, m in enumerate(self.members)]
         return self.steps
 
@@ -326,20 +328,20 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
     best_cross = _best([s for s in steps if s.role == "cross"])
     for role, best, base, out in (("bi-encoder", best_bi, params.student.model, dirs.bi),
                                   ("cross-encoder", best_cross, params.teacher.model, dirs.cross)):
+        facts = {"dataset": params.data.name, "selected step": best.name, "cycles run": params.cycles,
+                 "init": tp.init, "dev Spearman x100 (selection)": best.meta["dev"]["spearman"],
+                 "pairs learned (scores dropped)": len(learned), "seed": params.seed}
+        how = "Unsupervised: the bi- and cross-encoder labelled the pairs for each other."
         copy_dir(best.model, out, cards.card(f"Trans-Encoder {role}", role[:2] if role == "bi-encoder" else "cross",
-                                             base, {"dataset": params.data.name, "selected step": best.name,
-                                                    "cycles run": params.cycles, "init": tp.init,
-                                                    "dev Spearman x100 (selection)": best.meta["dev"]["spearman"],
-                                                    "pairs learned (scores dropped)": len(learned),
-                                                    "seed": params.seed},
-                                             "Unsupervised: the bi- and cross-encoder labelled the pairs for each other."))
+                                             base, facts, how))
     per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, dirs.cycles_plot, dirs.curve)
     return {
         "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),
         "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
         "start": steps[0].meta["members"], "per_cycle": per_cycle,
         "selected": {"bi": _summary(best_bi), "cross": _summary(best_cross)},
-        "steps": {"computed": [s.name for s in steps if s.computed], "reused": [s.name for s in steps if not s.computed],
+        "steps": {"computed": [s.name for s in steps if s.computed],
+                  "reused": [s.name for s in steps if not s.computed],
                   "seconds": round(sum(s.seconds for s in steps), 1),
                   "corrupt_moved_aside": len(store.corrupt), "orphans_swept": len(swept)},
     }
@@ -364,7 +366,8 @@ class TransEncoderRecipe(Recipe):
                             "gold labels, from teacher.model (teacher.kind, finetune and calibrate are not used)")
 
     def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
-        return labelling.no_pairs(params, clean, silver_dir, density, "recipe trans-encoder labels inside stage distill")
+        return labelling.no_pairs(params, clean, silver_dir, density,
+                                  "recipe trans-encoder labels inside stage distill")
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         return run(params, dirs)
