@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -27,6 +27,8 @@ from pldistill.io import atomic_dir, write_card
 from pldistill.numeric import sigmoid
 
 if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
+
     from pldistill.config import StepParams
     from pldistill.training import FitResult
 
