@@ -7,8 +7,8 @@ code), so a rerun of the same run finds it and a changed run never does. It hold
 - ``model.safetensors``: the weights now; ``best.safetensors``: the best-on-dev weights (select dev);
 - ``optimizer.safetensors``: the optimizer's tensors (AdamW's moments and step counts);
 - ``rng.safetensors``: torch's global RNG (dropout; CUDA's too) and the batch-order generator;
-- ``state.json``: everything else (step, curve, losses, scheduler and loss-scaler state, the optimizer's
-  param groups, the current epoch's batch order).
+- ``state.json``: everything else (step, curve, each step's loss and learning rate, scheduler and loss-scaler
+  state, the optimizer's param groups, the current epoch's batch order).
 
 Tensors go through safetensors and the rest through JSON: nothing is unpickled, so a checkpoint
 directory someone else wrote cannot run code. Each checkpoint replaces the previous one atomically
@@ -34,7 +34,7 @@ from safetensors.torch import load_file, save_file
 
 from pldistill.io import atomic_dir
 
-FORMAT = 1  # bumped when the layout changes: an older checkpoint is then ignored, never misread
+FORMAT = 2  # bumped when the layout changes: an older checkpoint is then ignored, never misread
 STATE = "state.json"
 # The modules whose code decides what a training step does: a checkpoint made by other code is not resumed.
 CODE = ("training.py", "checkpoints.py", "losses.py", "models.py", "dse.py")

@@ -48,7 +48,7 @@ class RunLog:
         self.live, self.offset = live, offset
 
     def train(self, step: int, loss: float, lr: float | None = None) -> None:
-        """The loss of step ``step`` and the learning rate it ended with (None: not known, a replayed step)."""
+        """The loss of step ``step`` and the learning rate it ended with (None: not logged)."""
         self.live.step = self.offset + step
         self.live.log_metric("train/loss", loss)
         if lr is not None:

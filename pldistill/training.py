@@ -132,7 +132,7 @@ class Fit:
         self.amp = precision(params, desc)
         # fp16 gradients underflow without loss scaling; disabled, the scaler is a pass-through (opt.step())
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == "fp16")
-        self.step, self.seconds, self.curve, self.running, self.losses = 0, 0.0, [], [], []
+        self.step, self.seconds, self.curve, self.running, self.losses, self.lrs = 0, 0.0, [], [], [], []
         self.best = {"dev": -math.inf, "step": 0, "state": None}
         self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
         self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
@@ -204,9 +204,10 @@ class Fit:
         self.opt.zero_grad(set_to_none=True)
         self.running.append(loss)
         self.losses.append(loss)
+        self.lrs.append(self.sched.get_last_lr()[0])
         self.step += 1
         if self.log:
-            self.log.train(self.step, loss, self.sched.get_last_lr()[0])
+            self.log.train(self.step, loss, self.lrs[-1])
         self.bar.update(1)
         self.bar.set_postfix(loss=f"{loss:.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
 
@@ -255,7 +256,7 @@ class Fit:
     def _save(self) -> None:
         t0 = time.perf_counter()
         state = {"fingerprint": self._ckpt.name, "step": self.step, "seconds": self.seconds, "curve": self.curve,
-                 "running": self.running, "losses": self.losses, "order": self._order,
+                 "running": self.running, "losses": self.losses, "lrs": self.lrs, "order": self._order,
                  "best": {"dev": self.best["dev"], "step": self.best["step"]},
                  "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict()}
         rng = {f"torch.{i}": t for i, t in enumerate(_rng_state())}
@@ -275,7 +276,7 @@ class Fit:
         self.sched.load_state_dict(st["scheduler"])
         self.scaler.load_state_dict(st["scaler"])
         self.step, self.curve, self.running, self.losses = st["step"], st["curve"], st["running"], st["losses"]
-        self.seconds, self._order = st["seconds"], st["order"]
+        self.seconds, self._order, self.lrs = st["seconds"], st["order"], st["lrs"]
         self.best.update(dev=st["best"]["dev"], step=st["best"]["step"])
         if ck["best"] is not None:
             self.best["state"] = ck["best"]
@@ -286,8 +287,8 @@ class Fit:
         print(f"{self.bar.desc}: resumed from the checkpoint at step {self.step} of {self.total} ({self._ckpt})",
               file=sys.stderr)
         if self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
-            for i, loss in enumerate(self.losses, start=1):
-                self.log.train(i, loss)
+            for i, (loss, lr) in enumerate(zip(self.losses, self.lrs), start=1):
+                self.log.train(i, loss, lr)
             for row in self.curve[1:]:
                 self.log.dev(row["step"], row["dev"])
 

@@ -182,7 +182,8 @@ def test_kill_9_inside_a_stage_then_repro_finishes_clean_and_equal(reference, tm
     readers = {i["pid"] for infos in lock.get("read", {}).values() for i in infos}
     assert not lock.get("write") and readers <= {run.proc.pid}, lock
     assert leftovers(project) == []
-    assert git_status(project) == git_status(reference)
+    a, b = set(git_status(project).splitlines()), set(git_status(reference).splitlines())
+    assert a == b, (sorted(a - b), sorted(b - a))
     assert artifacts(project) == artifacts(reference)
 
 

@@ -3,6 +3,7 @@ and nothing DVC would read as a metric or a pipeline."""
 
 import csv
 
+import pytest
 import torch
 
 from pldistill import tracking
@@ -39,3 +40,25 @@ def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_
 
 def test_no_log_is_open_outside_a_stage_command():
     assert tracking.run_log(10) is None
+
+
+def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_model_dir, tmp_path):
+    from pldistill import checkpoints
+    from tests.test_checkpoints import Killed, _params, _start
+
+    params = _params()
+    root = tmp_path / "ckpt"
+
+    def run(name: str, ckpt, kill_at_eval=None) -> dict:
+        with tracking.logging_to(tmp_path / name), checkpoints.enabled(ckpt):
+            _start(tiny_model_dir, params, kill_at_eval)(7)[1].finish()
+        metrics = tmp_path / name / "plots/metrics"
+        return {f: [{k: v for k, v in r.items() if k != "timestamp"} for r in _rows(metrics / f)]
+                for f in ("train/loss.tsv", "train/lr.tsv", "dev/spearman.tsv")}
+
+    logged = {"whole": run("whole", tmp_path / "none")}
+    with pytest.raises(Killed):  # dies at the third evaluation (step 8 of 16): the checkpoint of step 4 stays
+        run("killed", root, kill_at_eval=3)
+    logged["resumed"] = run("resumed", root)
+    assert len(logged["whole"]["train/lr.tsv"]) == 16
+    assert logged["resumed"] == logged["whole"]  # the steps before the kill replayed from the checkpoint
