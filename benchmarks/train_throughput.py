@@ -4,7 +4,7 @@
 
 Same model (the bundled MiniLM), same first ``--train`` STS-B training pairs (scores in [0, 1]), same
 settings (1 epoch, batch 16, lr 2e-5, 10% linear warm-up, weight decay 0.01 off biases and LayerNorm,
-gradient clipping at 1, length 128), same seed:
+gradient clipping at 1, length 128), same seed, and the same AdamW kernel (``--optim``):
 - bi-encoder, MSE of the cosine to the score: ``Fit`` with ``BiEncoder.cosine_mse_loss`` vs
   ``SentenceTransformerTrainer`` with ``CosineSimilarityLoss``;
 - cross-encoder, BCE of sigmoid(logit) to the soft score: ``Fit`` with ``CrossModel.soft_bce_loss`` vs
@@ -15,6 +15,11 @@ other jobs CPU time is the steadier measure, with one thread it is the time the 
 STS-B dev set by the same scorer (``split_scores``). Runs alternate ours / theirs ``--repeats`` times, so a
 machine shared with other jobs slows both alike. Prints threads, CPU flags and versions, steps/s, the ratio
 and dev Spearman; appends a JSON line to benchmarks/results/.
+``--optim``: adamw_torch (the default) runs both on torch's for-loop AdamW, the one ``Fit`` uses on a CPU;
+adamw_torch_fused runs both on the fused CPU kernel (the transformers Trainer's own default with torch >= 2.8,
+several times faster per optimizer step on a CPU, equal to the for-loop one up to float rounding, not bit for bit;
+``Fit`` is switched to it here only, by its param groups). Left to its default, the Trainer alone would get the
+fused kernel, and a cross-encoder's step would read ~1.2x slower for ours.
 Needs ``pip install 'pldistill[bench]'`` (accelerate and datasets, for the transformers Trainer).
 """
 
@@ -37,6 +42,7 @@ from pldistill.models import BiEncoder, CrossModel, resolve
 from pldistill.training import Fit, split_scores
 
 MODEL = "bundled:all-MiniLM-L6-v2"
+OPTIMS = ("adamw_torch", "adamw_torch_fused")  # transformers' names: for-loop (Fit's on a CPU) / fused AdamW
 
 
 def cpu_flags() -> str:
@@ -51,13 +57,16 @@ def cpu_flags() -> str:
     return f"{name.group(1) if name else '?'}; {' '.join(keep)}"
 
 
-def ours(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
+def ours(kind: str, data: dict, tp: TrainParams, seed: int,
+         optim: str) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     torch.manual_seed(seed)  # a cross-encoder's new head is drawn here, as in theirs()
     model = (BiEncoder if kind == "bi" else CrossModel).load(MODEL, tp.max_length)
     loss = model.cosine_mse_loss if kind == "bi" else model.soft_bce_loss
     tr = data["train"]
     run = Fit(model.module, loss, list(tr["sentence1"]), list(tr["sentence2"]), tr["score"].to_numpy(),
               lambda: 0.0, tp, torch.Generator().manual_seed(seed), desc=f"ours {kind}")
+    for group in run.opt.param_groups:  # no step taken yet: AdamW reads the flags at each step
+        group["fused"] = optim == "adamw_torch_fused" or None
     t0, c0 = time.perf_counter(), time.process_time()
     run.advance(run.total)
     seconds = (time.perf_counter() - t0, time.process_time() - c0)
@@ -66,8 +75,8 @@ def ours(kind: str, data: dict, tp: TrainParams, seed: int) -> tuple[BiEncoder |
     return model, seconds, run.total
 
 
-def theirs(kind: str, data: dict, tp: TrainParams,
-           seed: int) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
+def theirs(kind: str, data: dict, tp: TrainParams, seed: int,
+           optim: str) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     from datasets import Dataset
     from sentence_transformers import (
         CrossEncoder,
@@ -87,7 +96,7 @@ def theirs(kind: str, data: dict, tp: TrainParams,
     common = dict(num_train_epochs=1, per_device_train_batch_size=tp.batch_size, learning_rate=tp.lr,
                   warmup_steps=tp.warmup, weight_decay=tp.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear",
                   eval_strategy="no", save_strategy="no", report_to="none", seed=seed, data_seed=seed,
-                  logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
+                  logging_strategy="no", optim=optim, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
     with tempfile.TemporaryDirectory() as out:
         if kind == "bi":
             st = SentenceTransformer(resolve(MODEL), device="cpu")
@@ -115,6 +124,8 @@ def main() -> None:
     ap.add_argument("--kinds", default="bi,cross")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--optim", choices=OPTIMS, default=OPTIMS[0],
+                    help="the AdamW kernel both loops run on (the Trainer's names)")
     ap.add_argument("--out", default="benchmarks/results/train_throughput.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -126,7 +137,7 @@ def main() -> None:
     import sentence_transformers
     import transformers
 
-    print(f"threads: torch {torch.get_num_threads()}; CPU: {cpu_flags()}")
+    print(f"threads: torch {torch.get_num_threads()}; CPU: {cpu_flags()}; AdamW: {args.optim} for both")
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"sentence-transformers {sentence_transformers.__version__}; {len(data['train'])} train pairs, "
           f"{len(data['dev'])} dev pairs")
@@ -138,7 +149,7 @@ def main() -> None:
         for r in range(args.repeats):
             order = ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")
             for who in order:
-                model, seconds, n = (ours if who == "ours" else theirs)(kind, data, tp, args.seed)
+                model, seconds, n = (ours if who == "ours" else theirs)(kind, data, tp, args.seed, args.optim)
                 times[who].append(seconds)
                 steps[who] = n
                 if r == 0:  # same seed, same run: scored once
@@ -149,7 +160,8 @@ def main() -> None:
         row = {"kind": kind, "steps": steps, "seconds_wall_cpu": times,
                "steps_per_cpu_s": {w: steps[w] / best[w] for w in best},
                "speed_ours_over_theirs": round(best["theirs"] / best["ours"], 3),
-               "dev_spearman": {w: round(v, 2) for w, v in dev.items()}, "threads": torch.get_num_threads(),
+               "dev_spearman": {w: round(v, 2) for w, v in dev.items()}, "optim": args.optim,
+               "threads": torch.get_num_threads(),
                "cpu": cpu_flags(), "train_pairs": len(data["train"]), "torch": torch.__version__,
                "sentence_transformers": sentence_transformers.__version__}
         print(f"{kind}: ours {row['steps_per_cpu_s']['ours']:.2f} steps/CPU-s, theirs "
