@@ -23,13 +23,10 @@ from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, at_length, native_bf16
+from pldistill.models import BatchLoss, BiEncoder, CrossModel, at_length, native_bf16
 from pldistill.runtime import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
-
-# (sentence1 batch, sentence2 batch, target batch) -> scalar loss
-BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]
 
 
 @dataclass
