@@ -85,7 +85,8 @@ def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[s
             lr = next((v for k, v in lr_by_prefix.items() if name.startswith(k + ".")), params.lr)
             groups.setdefault((lr, p.ndim >= 2), []).append(p)
     return torch.optim.AdamW([{"params": ps, "lr": lr, "weight_decay": params.weight_decay if decay else 0.0}
-                              for (lr, decay), ps in groups.items()], lr=params.lr)
+                              for (lr, decay), ps in groups.items()], lr=params.lr,
+                             fused=params.optimizer == "adamw-fused" or None)
 
 
 def precision(params: StepParams, desc: str) -> str:

@@ -164,3 +164,24 @@ def test_seeds_and_stop_are_validated():
             assert f"teacher.{next(iter(bad))}" in str(err)
         else:
             raise AssertionError(f"accepted {bad}")
+
+
+def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_model_dir):
+    import pytest
+
+    from pldistill.config import ConfigError
+
+    runs = {}
+    for opt in ("adamw", "adamw-fused"):
+        torch.manual_seed(3)
+        bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+        train = make_pairs(32)
+        params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1,
+                                           "optimizer": opt}}).student
+        fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+            train["score"].to_numpy(), itertools.count().__next__, params, torch.Generator().manual_seed(3))
+        runs[opt] = bi.module.state_dict()
+    moved = [(a - b).abs().max().item() for a, b in zip(runs["adamw"].values(), runs["adamw-fused"].values())]
+    assert 0 < max(moved) < 1e-4  # another kernel: not bit for bit, but the same training
+    with pytest.raises(ConfigError, match="optimizer"):
+        parse_params({"student": {"optimizer": "sgd"}})
