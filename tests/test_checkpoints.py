@@ -180,7 +180,11 @@ def test_accumulated_micro_batches_equal_one_batch(tiny_model_dir):
     assert la == pytest.approx(lb, rel=1e-5)
     start = BiEncoder.load(str(tiny_model_dir), max_length=32).module.state_dict()
     for name in a:
-        assert torch.allclose(a[name], b[name], atol=1e-6), name
+        # Equal up to float rounding: the micro-batches sum their gradients in another order, and Adam divides by
+        # sqrt(v), which magnifies a rounding difference where gradients are tiny (AVX512 kernels: 1.3e-6 on an
+        # update of 4.5e-3). A missing accumulation differs by the update itself.
+        moved = (a[name] - start[name]).abs().max().item()
+        assert (a[name] - b[name]).abs().max().item() <= 1e-6 + 1e-3 * moved, name
     assert any(not torch.equal(a[n], start[n]) for n in a)  # it did train
 
 
