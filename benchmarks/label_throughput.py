@@ -1,7 +1,8 @@
 """Labelling and encoding throughput per inference backend (pldistill.accel) against sentence-transformers' own
 fp32 calls, same model and inputs, in one run:
 
-- cross: ``CrossEncoder.predict`` fp32 vs our ``CrossModel.logits`` on torch, onnx, onnx-int8, openvino;
+- cross: ``CrossEncoder.predict`` fp32 vs our ``CrossModel.logits`` on torch (fp32, and bf16 where the CPU has
+  native bf16 units), onnx, onnx-int8, openvino (and openvino-bf16 there);
 - bi: ``SentenceTransformer.encode`` fp32 vs our ``BiEncoder.encode`` on each backend.
 
     python benchmarks/label_throughput.py --cross /tmp/accel/cross-minilm-b --stsb ../shared/data/Stsbenchmark.tar.gz
@@ -74,7 +75,7 @@ def timed(rows: dict[str, Callable[[], np.ndarray]], rounds: int
 def forwards(model: CrossModel | BiEncoder, probe: accel.Probe, cache: Path) -> dict[str, accel.Forward | str]:
     """Each installed backend's forward, built without the gate (so a failing one is measured too)."""
     out: dict[str, accel.Forward | str] = {}
-    for backend in ("onnx", "onnx-int8", "openvino"):
+    for backend in (*accel.CPU_BACKENDS, *(accel.BF16_BACKENDS if native_bf16() else ())):
         try:
             out[backend] = accel.forward(backend, model.model, probe, cache)
         except accel.BackendError as err:

@@ -44,6 +44,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 FORMAT = 1  # bump when the export changes: old cache entries are then ignored
 
 CPU_BACKENDS = ("onnx-int8", "onnx", "openvino")  # what auto tries on a CPU, where installed
+BF16_BACKENDS = ("openvino-bf16",)  # and on a CPU with native bf16 units (AMX / AVX512-BF16)
 
 Features = dict[str, object]
 Forward = Callable[[Features], Features]  # a sentence-transformers model's call: features in, features out
@@ -60,10 +61,11 @@ def missing(backend: str) -> list[str]:
 
 
 def candidates(bf16_native: bool, bf16: bool | str) -> list[str]:
-    """What auto tries against torch fp32 on a CPU: torch in bf16 where the CPU has native bf16 units (and the
-    bf16 key allows it), and each installed backend."""
-    first = ["torch-bf16"] if bf16_native and bf16 is not False else []
-    return first + [b for b in CPU_BACKENDS if not missing(b)]
+    """What auto tries against torch fp32 on a CPU: each installed backend, and where the CPU has native bf16
+    units (and the bf16 key allows it) torch in bf16 and the installed bf16 backends."""
+    bf16_ok = bf16_native and bf16 is not False
+    first = ["torch-bf16"] if bf16_ok else []
+    return first + [b for b in (*CPU_BACKENDS, *(BF16_BACKENDS if bf16_ok else ())) if not missing(b)]
 
 
 def gate_sample(n: int) -> np.ndarray:
@@ -92,7 +94,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 class Choice:
     """The backend a model runs on, and the gate it passed."""
 
-    backend: str  # torch | onnx | onnx-int8 | openvino
+    backend: str  # torch | onnx | onnx-int8 | openvino | openvino-bf16
     bf16: bool  # torch only: bf16 autocast on
     spearman: float | None  # vs torch fp32 on the gate sample; None: torch fp32 itself
     sample: int
@@ -228,18 +230,20 @@ def _ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     return lambda feeds: sess.run(None, feeds)[0]
 
 
-def _openvino_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+def _openvino_session(path: Path, precision: str = "f32") -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """``precision``: f32, said explicitly (on AMX / AVX512-BF16 CPUs OpenVINO would otherwise pick bf16 on its
+    own), or bf16: the matrix products in bf16 on the CPU's native units, accumulated in f32."""
     import openvino as ov
 
     core = ov.Core()
-    # f32 explicitly: on AMX / AVX512-BF16 CPUs OpenVINO would otherwise run in bf16 on its own
     compiled = core.compile_model(core.read_model(str(path / "model.onnx")), "CPU", {
-        "INFERENCE_NUM_THREADS": _threads(), "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"})
+        "INFERENCE_NUM_THREADS": _threads(), "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision})
     request = compiled.create_infer_request()
     return lambda feeds: request.infer(feeds)[0]
 
 
-SESSIONS = {"onnx": _ort_session, "onnx-int8": _ort_session, "openvino": _openvino_session}
+SESSIONS = {"onnx": _ort_session, "onnx-int8": _ort_session, "openvino": _openvino_session,
+            "openvino-bf16": functools.partial(_openvino_session, precision="bf16")}
 
 
 def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Forward:
@@ -300,20 +304,28 @@ def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
 
     ``outputs(forward, bf16)`` computes the gate sample's outputs (logits or embeddings) with a forward.
     torch: as asked (bf16 per its key), no gate. A forced backend runs and passes the gate, or raises.
-    auto: torch on a GPU or for a call under ``AUTO_MIN`` items; else every candidate here (``candidates``) runs
-    the gate sample, timed against torch fp32 on the same sample, and the fastest that passes wins if it beats
-    torch fp32 by ``AUTO_MARGIN`` (one timed run on a CPU others may share: a near tie stays with torch).
+    auto: torch on a GPU or for a call under ``AUTO_MIN`` items (on a CPU in fp32 unless bf16 is true); else every
+    candidate here (``candidates``) runs the gate sample, timed against torch fp32 on the same sample, and the
+    fastest that passes wins if it beats torch fp32 by ``AUTO_MARGIN`` (one timed run on a CPU others may share: a
+    near tie stays with torch).
     """
     if requested not in BACKENDS:
         raise BackendError(f"backend: expected one of {', '.join(BACKENDS)}; found {requested!r}")
     on = bf16_native if bf16 == "auto" else bool(bf16)  # torch's bf16 autocast, as models.autocast resolves it
     if requested == "torch":
         return Choice("torch", on, None, 0, "as asked"), None
+    if requested in BF16_BACKENDS and not bf16_native:  # emulated bf16 is slower than fp32: never worth it
+        raise BackendError(f"backend {requested} needs native bf16 units (CPU flags amx_bf16 or avx512_bf16); "
+                           f"this machine has none: use auto, openvino or torch")
+    # Ungated on a CPU, torch runs in fp32 unless bf16 is asked for outright: bf16 "auto" is a candidate that
+    # passes the gate like any other (else a native-bf16 CPU's labels would differ from other CPUs', unchecked)
+    ungated = on if cuda or bf16 is True else False
     if requested == "auto" and (cuda or n < AUTO_MIN):
         why = "auto on a GPU" if cuda else f"auto: {n} items < {AUTO_MIN}, not worth the trials"
-        return Choice("torch", on, None, 0, why, final=cuda), None
+        return Choice("torch", ungated, None, 0, why, final=cuda), None
     if n < GATE_MIN:
-        return Choice("torch", on, None, 0, f"{n} items < {GATE_MIN}: too few to gate {requested}", final=False), None
+        return Choice("torch", ungated, None, 0, f"{n} items < {GATE_MIN}: too few to gate {requested}",
+                      final=False), None
     outputs(st_model, False)  # a warm-up: the first run pays for allocations
     ref, t_ref = _timed(lambda: outputs(st_model, False))  # torch fp32: the reference
     trials: list[tuple[Trial, Forward | None]] = []
@@ -340,5 +352,5 @@ def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
     if not good:
         return Choice("torch", False, None, 0, f"auto: none passes and is {AUTO_MARGIN}x faster; tried {tried}"), None
     best, fwd = max(good, key=lambda tf: tf[0].speedup)
-    return Choice(best.backend.removesuffix("-bf16"), fwd is None, best.spearman, len(ref),
+    return Choice("torch" if best.backend == "torch-bf16" else best.backend, fwd is None, best.spearman, len(ref),
                   f"auto: the fastest that passes; tried {tried}"), fwd

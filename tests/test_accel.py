@@ -9,7 +9,7 @@ import torch
 
 from pldistill import accel
 from pldistill.config import ConfigError, parse_params
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.models import BiEncoder, CrossModel, native_bf16
 
 WORDS = "cat dog car rain music bread river phone chess garden the a on in big small red blue old new".split()  # noqa: SIM905 -- a word list reads best as one string
 
@@ -169,11 +169,50 @@ def test_cuda_keeps_torch():
     assert (choice.backend, fwd) == ("torch", None)
 
 
-def test_native_bf16_cpu_tries_torch_bf16_too(monkeypatch):
+def test_native_bf16_cpu_tries_the_bf16_backends_too(monkeypatch):
     monkeypatch.setattr(accel, "missing", lambda backend: [])
-    assert accel.candidates(bf16_native=True, bf16="auto") == ["torch-bf16", *accel.CPU_BACKENDS]
+    assert accel.candidates(bf16_native=True, bf16="auto") == ["torch-bf16", *accel.CPU_BACKENDS,
+                                                                 *accel.BF16_BACKENDS]
     assert accel.candidates(bf16_native=True, bf16=False) == list(accel.CPU_BACKENDS)
     assert accel.candidates(bf16_native=False, bf16=True) == list(accel.CPU_BACKENDS)
+
+
+def test_auto_never_runs_ungated_bf16_on_a_cpu(cross):
+    """Below AUTO_MIN, auto runs torch without trials: fp32 on a native-bf16 CPU unless bf16 is true outright."""
+    outputs = lambda fwd, b: pytest.fail("no trial for a small call")  # noqa: E731
+    for bf16, on in (("auto", False), (True, True), (False, False)):
+        choice, fwd = accel.choose("auto", cross.model, None, outputs, bf16, 80, bf16_native=True, cuda=False)
+        assert (choice.backend, choice.bf16, fwd) == ("torch", on, None), bf16
+    assert accel.choose("torch", cross.model, None, outputs, "auto", 80, bf16_native=True, cuda=False)[0].bf16
+
+
+def test_auto_names_the_bf16_backend_it_takes(cross, trials):
+    """On a native-bf16 CPU: torch-bf16 and openvino-bf16 are candidates too; the winner is named as it runs."""
+    trials([1.0, 0.5, 0.9, 0.9, 0.9, 0.3], scale=1e-6)  # torch fp32, torch-bf16, int8, onnx, openvino, openvino-bf16
+    idx = accel.gate_sample(len(S1))
+    outputs = lambda fwd, b: cross._infer([S1[i] for i in idx], [S2[i] for i in idx], 16, b, False,  # noqa: E731
+                                          None if fwd is cross.model else fwd)
+    choice, fwd = accel.choose("auto", cross.model, lambda: cross._features(S1[:4], S2[:4]), outputs, "auto", 10**5,
+                               bf16_native=True, cuda=False)
+    assert (choice.backend, choice.bf16, fwd is not None) == ("openvino-bf16", False, True)
+    assert "torch-bf16 2.00x" in choice.why and "openvino-bf16 3.33x passes" in choice.why
+
+
+def test_forced_bf16_backend_needs_native_bf16(cross):
+    with pytest.raises(accel.BackendError, match=r"openvino-bf16 needs native bf16 units .*amx_bf16 or avx512_bf16"):
+        accel.choose("openvino-bf16", cross.model, None, None, "auto", 10**5, bf16_native=False, cuda=False)
+
+
+@pytest.mark.skipif(not native_bf16(), reason="this CPU has no native bf16 units (amx_bf16 / avx512_bf16)")
+def test_openvino_bf16_stays_close_to_fp32(bi):
+    for package in accel.NEEDS["openvino-bf16"]:
+        pytest.importorskip(package)
+    ref = bi.encode(S1 + S2, 16, bf16=False)
+    bi.use_backend("openvino-bf16")
+    emb = bi.encode(S1 + S2, 16, bf16=False)
+    assert bi.choice.backend == "openvino-bf16" and bi.choice.spearman >= accel.GATE_SPEARMAN
+    assert np.min(np.sum(emb * ref, axis=1)) > 0.999  # cosine of each bf16 embedding to its fp32 one
+    assert not np.array_equal(emb, ref)  # it did run in bf16
 
 
 def test_spearman_of_embeddings_compares_every_pair_cosine():
