@@ -163,14 +163,15 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
 
 # What runs inference (pldistill.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic int8)
-# or OpenVINO (fp32, or bf16 on a CPU with native bf16 units). auto picks per machine; every backend but torch must
-# match torch fp32 (Spearman >= 0.999).
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16")
-Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16"]
+# or OpenVINO (fp32; bf16 on a CPU with native bf16 units; int8 feed-forward layers with group-wise activation
+# scales). auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8"]
 BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"),
-                 "openvino": ("openvino", "onnx"), "openvino-bf16": ("openvino", "onnx")}
+                 "openvino": ("openvino", "onnx"), "openvino-bf16": ("openvino", "onnx"),
+                 "openvino-int8": ("openvino", "onnx", "nncf")}
 BACKEND_EXTRAS = {"onnx": "fast", "onnx-int8": "fast", "openvino": "openvino",  # pyproject's optional extras
-                  "openvino-bf16": "openvino"}
+                  "openvino-bf16": "openvino", "openvino-int8": "openvino"}
 
 
 def install_hint(backend: str) -> str:

@@ -116,7 +116,7 @@ def test_gate_refuses_a_backend_below_0_999(cross, bi, monkeypatch):
 
 
 def test_auto_skips_what_fails_the_gate_and_keeps_torch(cross, trials):
-    trials([1.0, 0.2, 0.2, 0.2], scale=10.0)  # all five times faster, all far off
+    trials([1.0, 0.2, 0.2, 0.2, 0.2], scale=10.0)  # all five times faster, all far off
     ref = cross.logits(S1, S2, 16, bf16=False)
     cross.use_backend("auto")
     np.testing.assert_array_equal(cross.logits(S1, S2, 16, bf16=False), ref)
@@ -125,8 +125,9 @@ def test_auto_skips_what_fails_the_gate_and_keeps_torch(cross, trials):
 
 
 def test_auto_takes_the_fastest_that_passes(cross, trials):
-    int8, onnx, openvino = accel.CPU_BACKENDS
-    trials([1.0, 0.25, 0.8, 0.5], scale={int8: 10.0, onnx: 1e-6, openvino: 1e-6})  # int8: fastest, but it fails
+    int8, onnx, openvino, ov_int8 = accel.CPU_BACKENDS
+    trials([1.0, 0.25, 0.8, 0.5, 0.6],  # int8: fastest, but it fails
+           scale={int8: 10.0, onnx: 1e-6, openvino: 1e-6, ov_int8: 1e-6})
     cross.use_backend("auto")
     cross.logits(S1, S2, 16, bf16=False)
     assert cross.choice.backend == openvino and cross.choice.spearman >= accel.GATE_SPEARMAN
@@ -134,7 +135,7 @@ def test_auto_takes_the_fastest_that_passes(cross, trials):
 
 
 def test_auto_keeps_torch_on_a_near_tie(bi, trials):
-    trials([1.0, 0.95, 0.95, 0.95], scale=1e-6)  # all pass, none 1.1x faster
+    trials([1.0, 0.95, 0.95, 0.95, 0.95], scale=1e-6)  # all pass, none 1.1x faster
     bi.use_backend("auto")
     bi.encode(S1 + S2, 16, bf16=False)
     assert bi.choice.backend == "torch" and "none passes and is 1.1x faster" in bi.choice.why
@@ -188,7 +189,7 @@ def test_auto_never_runs_ungated_bf16_on_a_cpu(cross):
 
 def test_auto_names_the_bf16_backend_it_takes(cross, trials):
     """On a native-bf16 CPU: torch-bf16 and openvino-bf16 are candidates too; the winner is named as it runs."""
-    trials([1.0, 0.5, 0.9, 0.9, 0.9, 0.3], scale=1e-6)  # torch fp32, torch-bf16, int8, onnx, openvino, openvino-bf16
+    trials([1.0, 0.5, 0.9, 0.9, 0.9, 0.9, 0.3], scale=1e-6)  # torch fp32, torch-bf16, CPU_BACKENDS, openvino-bf16
     idx = accel.gate_sample(len(S1))
     outputs = lambda fwd, b: cross._infer([S1[i] for i in idx], [S2[i] for i in idx], 16, b, False,  # noqa: E731
                                           None if fwd is cross.model else fwd)
@@ -203,16 +204,35 @@ def test_forced_bf16_backend_needs_native_bf16(cross):
         accel.choose("openvino-bf16", cross.model, None, None, "auto", 10**5, bf16_native=False, cuda=False)
 
 
-@pytest.mark.skipif(not native_bf16(), reason="this CPU has no native bf16 units (amx_bf16 / avx512_bf16)")
-def test_openvino_bf16_stays_close_to_fp32(bi):
-    for package in accel.NEEDS["openvino-bf16"]:
+@pytest.mark.parametrize("backend", ["openvino-bf16", "openvino-int8"])
+def test_openvino_low_precision_stays_close_to_fp32(backend, bi):
+    for package in accel.NEEDS[backend]:
         pytest.importorskip(package)
+    if backend.endswith("bf16") and not native_bf16():
+        pytest.skip("this CPU has no native bf16 units (amx_bf16 / avx512_bf16)")
     ref = bi.encode(S1 + S2, 16, bf16=False)
-    bi.use_backend("openvino-bf16")
+    bi.use_backend(backend)
     emb = bi.encode(S1 + S2, 16, bf16=False)
-    assert bi.choice.backend == "openvino-bf16" and bi.choice.spearman >= accel.GATE_SPEARMAN
-    assert np.min(np.sum(emb * ref, axis=1)) > 0.999  # cosine of each bf16 embedding to its fp32 one
-    assert not np.array_equal(emb, ref)  # it did run in bf16
+    assert bi.choice.backend == backend and bi.choice.spearman >= accel.GATE_SPEARMAN
+    assert np.min(np.sum(emb * ref, axis=1)) > 0.999  # cosine of each embedding to its fp32 one
+    assert not np.array_equal(emb, ref)  # it did run in lower precision
+
+
+def test_openvino_int8_compresses_the_feed_forward_layers_once(bi, tmp_path, monkeypatch):
+    for package in accel.NEEDS["openvino-int8"]:
+        pytest.importorskip(package)
+    import openvino as ov
+
+    probe = lambda: bi._features(S1[:2])  # noqa: E731
+    path = accel.exported("openvino-int8", bi.model, probe, tmp_path)
+    ops = ov.Core().read_model(str(path / "model.xml")).get_ops()
+    matmul_int8 = [op for op in ops if op.get_type_name() == "Constant" and op.get_element_type() == ov.Type.u8
+                   and op.get_friendly_name().startswith("onnx::MatMul") and "zero_point" not in op.get_friendly_name()]
+    layers = bi.model[0].auto_model.config.num_hidden_layers
+    assert len(matmul_int8) == 2 * layers  # each layer's two feed-forward weights; not attention's four
+    monkeypatch.setattr(accel, "_compress", lambda *a: pytest.fail("compressed again: the cache was not used"))
+    monkeypatch.setitem(accel.DERIVED, "openvino-int8", ("ovint8", accel._compress))
+    assert accel.exported("openvino-int8", bi.model, probe, tmp_path) == path
 
 
 def test_spearman_of_embeddings_compares_every_pair_cosine():
