@@ -107,9 +107,14 @@ class Choice:
     why: str
     final: bool = True  # False: decided for this call only (auto on a small call); the next call decides again
 
-    def describe(self) -> str:
+    @property
+    def summary(self) -> str:
+        """The backend, bf16 for torch, and the gate it passed."""
         gate = "" if self.spearman is None else f", Spearman {self.spearman:.5f} vs torch fp32 on {self.sample} items"
-        return f"{self.backend}{' bf16' if self.backend == 'torch' and self.bf16 else ''}{gate} ({self.why})"
+        return f"{self.backend}{' bf16' if self.backend == 'torch' and self.bf16 else ''}{gate}"
+
+    def describe(self) -> str:
+        return f"{self.summary} ({self.why})"
 
 
 # --- export --------------------------------------------------------------------------------------------------------

@@ -88,6 +88,12 @@ class Member:
         self.model.use_backend(backend)
 
     @property
+    def ran_on(self) -> str:
+        """What its last call ran on (pldistill.accel), and the gate it passed."""
+        choice = self.model.choice
+        return f"{self.model.backend}, as asked" if choice is None else choice.summary
+
+    @property
     def describe(self) -> str:
         how = "fine-tuned on gold" if self.finetuned else "as given"
         return f"{self.kind}-encoder from {self.spec}, {how}, calibration {self.calibration.method}"

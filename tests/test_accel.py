@@ -3,6 +3,8 @@ package is missing or the quality gate fails, a forced backend that cannot run o
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -298,3 +300,5 @@ def test_label_and_evaluate_run_on_the_backend_their_params_name(chains, tmp_pat
     before = schemas.read(chain.root / "data/silver/silver.parquet", schemas.PSEUDO)
     assert len(silver) == len(before) > accel.GATE_MIN
     np.testing.assert_allclose(silver["score"], before["score"], atol=1e-4)  # fp32 onnx: torch's labels
+    ran_on = json.loads((root / "metrics/label.json").read_text())["backend"]  # the report says what labelled
+    assert list(ran_on) == ["member-00"] and ran_on["member-00"].startswith("onnx, Spearman 1.0000"), ran_on
