@@ -260,17 +260,19 @@ def _ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     return lambda feeds: sess.run(None, feeds)[0]
 
 
-def _openvino_session(path: Path, precision: str = "f32") -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+def _openvino_session(path: Path, precision: str = "f32",
+                      int8: bool = False) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     """``precision``: f32, said explicitly (on AMX / AVX512-BF16 CPUs OpenVINO would otherwise pick bf16 on its
-    own), or bf16: the matrix products in bf16 on the CPU's native units, accumulated in f32; int8: the int8
-    layers of ``_compress`` on int8 units, the rest in bf16 where the CPU has native bf16 units, else f32."""
+    own); bf16: the matrix products in bf16 on the CPU's native units, accumulated in f32; native: bf16 where
+    OpenVINO finds such units, else f32. ``int8``: the int8 layers of ``_compress`` run on int8 units, their
+    inputs quantised in groups of ``INT8_GROUP`` channels."""
     import openvino as ov
 
     core = ov.Core()
+    if precision == "native":
+        precision = "bf16" if "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES") else "f32"
     config = {"INFERENCE_NUM_THREADS": _threads(), "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
-    if precision == "int8":
-        config["INFERENCE_PRECISION_HINT"] = "bf16" if "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES") \
-            else "f32"
+    if int8:
         config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = INT8_GROUP
     model = path / "model.xml" if (path / "model.xml").is_file() else path / "model.onnx"
     compiled = core.compile_model(core.read_model(str(model)), "CPU", config)
@@ -280,7 +282,7 @@ def _openvino_session(path: Path, precision: str = "f32") -> Callable[[dict[str,
 
 SESSIONS = {"onnx": _ort_session, "onnx-int8": _ort_session, "openvino": _openvino_session,
             "openvino-bf16": functools.partial(_openvino_session, precision="bf16"),
-            "openvino-int8": functools.partial(_openvino_session, precision="int8")}
+            "openvino-int8": functools.partial(_openvino_session, precision="native", int8=True)}
 
 
 def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Forward:
@@ -356,7 +358,7 @@ def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
                            f"this machine has none: use auto, openvino or torch")
     # Ungated on a CPU, torch runs in fp32 unless bf16 is asked for outright: bf16 "auto" is a candidate that
     # passes the gate like any other (else a native-bf16 CPU's labels would differ from other CPUs', unchecked)
-    ungated = on if cuda or bf16 is True else False
+    ungated = on and (cuda or bf16 is True)
     if requested == "auto" and (cuda or n < AUTO_MIN):
         why = "auto on a GPU" if cuda else f"auto: {n} items < {AUTO_MIN}, not worth the trials"
         return Choice("torch", ungated, None, 0, why, final=cuda), None

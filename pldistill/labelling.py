@@ -154,7 +154,7 @@ def label_candidates(params: Params, clean: Path, pairs: Path, teacher: Path, si
             kde_rewrite(pool, silver_file, keep)
             scores = scores[keep]
     return {"cycle": CYCLE, "strategy": params.sample.strategy, "candidates": total, **_report(gold, scores, density),
-            **extra, "backend": {m.name: m.ran_on for m in model.members} if model else None,
+            **extra, "backend": model.ran_on if model else None,
             "label_seconds": round(seconds, 1),
             "label_pairs_per_s": round(total / seconds, 1) if seconds and total else None}
 

@@ -131,6 +131,11 @@ class Teacher:
         for m in self.members:
             m.use_backend(backend)
 
+    @property
+    def ran_on(self) -> dict[str, str]:
+        """Each member's backend at its last call, and the gate it passed (the label report's ``backend``)."""
+        return {m.name: m.ran_on for m in self.members}
+
     def labeller(self, path: Path) -> str:
         """Which teacher labelled: each member's kind, start and weights' hash (two teachers never share one)."""
         return "+".join(f"{m.kind}:{m.spec}@{sha256_file(path / m.name / 'model.safetensors')[:12]}"
