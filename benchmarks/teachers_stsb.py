@@ -51,6 +51,7 @@ TEACHERS = {
     "minilm-cross": {"model": MINILM, "kind": "cross", "epochs": 2},
     "mpnet-cross": {"model": MPNET, "kind": "cross", "epochs": 2, "evals_per_epoch": 1, "bf16": "auto"},
     "mpnet-bi": {"model": MPNET, "kind": "bi", "epochs": 1},
+    "mpnet-bi-e4": {"model": MPNET, "kind": "bi", "epochs": 4},  # the 1-epoch teacher kept its last step
     "mpnet-bi-given": {"model": MPNET, "kind": "bi", "finetune": False},
     "minilm-bi": {"model": MINILM, "kind": "bi"},
     # Two teachers above reused as given (no second training; "{out}" is --out): MPNet fine-tuned on the gold
@@ -79,6 +80,8 @@ ROWS = {
     # KDE keeps a gold-shaped subset (sample.kde)
     "aug-mpnet-bi-kde": ("mpnet-bi", "kde", "augsbert", {}),
     "aug-mpnet-bi-bm25sem-e4": ("mpnet-bi", "bm25+semantic", "augsbert", {"epochs": 4}),  # the paper's pairs, 4 epochs
+    # The 1-epoch MPNet teacher was still improving at its last step: a teacher trained 4 epochs, its student 4.
+    "aug-mpnet-bi4-e4": ("mpnet-bi-e4", "bm25", "augsbert", {"epochs": 4}),
     "pruned-gold-only": (None, "none", "augsbert", PRUNED_STUDENT),
     "pruned-aug-mpnet-bi": ("mpnet-bi", "bm25", "augsbert", PRUNED_STUDENT),
     "pruned-aug-minilm-bi": ("minilm-bi", "bm25", "augsbert", PRUNED_STUDENT),

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
 
-from pldistill import losses
+from pldistill import ahead, losses
 from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import (
@@ -76,6 +76,7 @@ class DSE(Trainable):
 
     def __init__(self, st: SentenceTransformer, head: Head, pooling: str, name: str):
         self.st, self.head, self.pooling, self.name = st, head.to(st.device), pooling, name
+        self.tokens = ahead.Tokens()  # the tokenizer's lock (inference tokenises ahead in a worker)
         self._module = torch.nn.ModuleDict({"encoder": st, "head": self.head})  # one state_dict for fit()
 
     @classmethod
@@ -129,8 +130,10 @@ class DSE(Trainable):
         self.st.max_seq_length = value
 
     def _embed(self, texts: list[str]) -> torch.Tensor:
-        feats = self.st.preprocess(texts)
-        inputs = {k: v.to(self.st.device) for k, v in feats.items()
+        return self._pooled(self.tokens.locked(lambda: self.st.preprocess(texts)))
+
+    def _pooled(self, feats: dict) -> torch.Tensor:
+        inputs = {k: v.to(self.st.device, non_blocking=True) for k, v in feats.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
         out = self.st[0].auto_model(**inputs, output_hidden_states=True)
         cls_id = self.st.tokenizer.cls_token_id
@@ -146,8 +149,9 @@ class DSE(Trainable):
         """(len(texts), dim) float32 embeddings for the head (not normalised: the head saw them raw)."""
         texts = list(texts)
         self.module.eval()
-        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx]), [len(t) for t in texts],
-                                  batch_size, bf16, "encode", progress)
+        return _batched_inference(lambda idx: self.st.preprocess([texts[i] for i in idx]), self._pooled,
+                                  [len(t) for t in texts], batch_size, bf16, "encode", progress, self.tokens,
+                                  ahead.DEPTH)
 
     def score_cached(self, u: np.ndarray, v: np.ndarray, chunk: int = 8192) -> np.ndarray:
         """Head logits for embedding pairs (u_i, v_i); a single ``u`` row is broadcast against all of ``v``."""

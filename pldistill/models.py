@@ -12,6 +12,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -22,7 +23,7 @@ from huggingface_hub.errors import HFValidationError
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
-from pldistill import accel, bundled, losses
+from pldistill import accel, ahead, bundled, losses
 from pldistill.io import atomic_dir, write_card
 from pldistill.numeric import sigmoid
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from pldistill.training import FitResult
 
 BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
+# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
+Prefetch = Callable[[ThreadPoolExecutor, list[tuple[list[str], list[str]]]], None]
 
 
 @runtime_checkable
@@ -58,6 +61,7 @@ class Trainable:
 
     module: torch.nn.Module
     batch_loss: BatchLoss
+    prefetch: Prefetch | None = None  # tokenising ahead what batch_loss asks for (pldistill.ahead), where a model can
 
     def fit(self, s1: Sequence[str], s2: Sequence[str], target: np.ndarray, dev_score: Callable[[], float],
             params: StepParams, generator: torch.Generator, desc: str = "train",
@@ -67,7 +71,7 @@ class Trainable:
         from pldistill.training import fit  # training imports this module
 
         return fit(self.module, loss or self.batch_loss, list(s1), list(s2), np.asarray(target), dev_score, params,
-                   generator, desc)
+                   generator, desc, prefetch=self.prefetch if loss is None else None)
 
 class ModelError(ValueError):
     """A model spec cannot be resolved or its weights fail a check."""
@@ -185,14 +189,17 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.nd
 
 
 def _batched_inference(
-    fn: Callable[[list[int]], torch.Tensor], lengths: Sequence[int], batch_size: int, bf16: bool | str, desc: str,
-    progress: bool,
+    tokenize: Callable[[list[int]], dict], run: Callable[[dict], torch.Tensor], lengths: Sequence[int],
+    batch_size: int, bf16: bool | str, desc: str, progress: bool, tokens: ahead.Tokens, depth: int,
 ) -> np.ndarray:
+    """``run`` on each length-sorted batch's features, which ``tokenize`` makes ``depth`` batches ahead in a worker
+    thread (pldistill.ahead)."""
     out: np.ndarray | None = None
     batches = length_sorted_batches(lengths, batch_size)
+    made = ahead.prefetched(lambda idx: ahead.host(tokenize(idx.tolist())), batches, depth, tokens)
     with torch.inference_mode(), autocast(bf16):
-        for idx in tqdm(batches, desc=desc, unit="batch", disable=not progress, mininterval=2):
-            res = fn(idx.tolist()).float().cpu().numpy()
+        for idx, feats in tqdm(made, total=len(batches), desc=desc, unit="batch", disable=not progress, mininterval=2):
+            res = run(feats).float().cpu().numpy()
             if out is None:
                 out = np.empty((len(lengths), *res.shape[1:]), dtype=np.float32)
             out[idx] = res
@@ -217,9 +224,11 @@ class _Backended:
     backend: str = "torch"  # as asked
     choice: accel.Choice | None = None  # what the last call ran on, and why
     _forward: accel.Forward | None = None
+    prefetch_depth: int = ahead.DEPTH  # batches tokenised ahead in inference (0: in line)
 
     def __init__(self, model: SentenceTransformer | CrossEncoder, name: str, backend: str = "torch"):
         self.model, self.name = model, name
+        self.tokens = ahead.Tokens()  # the tokenizer's lock, and features made ahead for training
         self.use_backend(backend)
 
     @property
@@ -246,6 +255,32 @@ class _Backended:
     def _transformer(model: SentenceTransformer | CrossEncoder) -> torch.nn.Module:
         """The Hugging Face model inside (what pruning cuts)."""
         raise NotImplementedError
+
+    def _device(self, features: dict) -> dict:
+        return {k: v.to(self.model.device, non_blocking=True) if torch.is_tensor(v) else v
+                for k, v in features.items()}
+
+    def _counts(self, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
+        return self.tokens.locked(lambda: token_counts(self.model.tokenizer, texts, pairs, self.max_length))
+
+    def _tokenized(self, *inputs: list[str]) -> tuple[tuple, Callable[[], dict]]:
+        """The model's tokenizer call on ``inputs`` (texts; or s1, s2) and the key of its result."""
+        raise NotImplementedError
+
+    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str], ...]:
+        """What ``batch_loss`` tokenises for a micro-batch of pairs."""
+        raise NotImplementedError
+
+    def _features(self, *inputs: list[str]) -> dict:
+        """Model inputs on the model's device (made ahead by ``prefetch`` where it was asked for these inputs)."""
+        return self._device(self.tokens.get(*self._tokenized(*inputs)))
+
+    def prefetch(self, workers: ThreadPoolExecutor, parts: list[tuple[list[str], list[str]]]) -> None:
+        """Tokenise in ``workers`` what ``batch_loss`` will ask for on these (s1, s2) micro-batches."""
+        self.tokens.trim(len(parts))  # what is still to come of the batch under way stays
+        for s1, s2 in parts:
+            key, make = self._tokenized(*self._loss_inputs(s1, s2))
+            self.tokens.submit(workers, key, lambda make=make: ahead.host(make()))
 
     def save(self, path: Path | str, card: str | None = None) -> None:
         with atomic_dir(path) as tmp:
@@ -291,18 +326,21 @@ class BiEncoder(_Backended, Trainable):
     def max_length(self, value: int) -> None:
         self.model.max_seq_length = value
 
-    def _features(self, texts: list[str]) -> dict:
-        feats = self.model.preprocess(texts)
-        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
+    def _tokenized(self, texts: list[str]) -> tuple[tuple, Callable[[], dict]]:
+        return (tuple(texts), self.max_length), lambda: self.model.preprocess(texts)
+
+    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str]]:
+        return (s1 + s2,)  # one forward for both sides
 
     def _embed(self, texts: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(texts))["sentence_embedding"]  # (batch, dim)
 
     def _encode(self, texts: list[str], batch_size: int, bf16: bool | str, progress: bool,
                 forward: accel.Forward | None = None) -> np.ndarray:
-        lengths = token_counts(self.model.tokenizer, texts, None, self.max_length)
-        return _batched_inference(lambda idx: self._embed([texts[i] for i in idx], forward), lengths, batch_size, bf16,
-                                  "encode", progress)
+        return _batched_inference(
+            lambda idx: self._tokenized([texts[i] for i in idx])[1](),
+            lambda feats: (forward or self.model)(self._device(feats))["sentence_embedding"],  # (batch, dim)
+            self._counts(texts, None), batch_size, bf16, "encode", progress, self.tokens, self.prefetch_depth)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:
@@ -322,7 +360,7 @@ class BiEncoder(_Backended, Trainable):
         return np.sum(a * b, axis=1)
 
     def cosine_mse_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        emb = self._embed(s1 + s2)  # one forward for both sides: (2 * batch, dim)
+        emb = self._embed(*self._loss_inputs(s1, s2))  # one forward for both sides: (2 * batch, dim)
         return losses.cosine_mse(emb[: len(s1)], emb[len(s1) :], target)
 
     batch_loss = cosine_mse_loss
@@ -349,9 +387,11 @@ class CrossModel(_Backended, Trainable):
     def max_length(self, value: int) -> None:
         self.model.max_length = value
 
-    def _features(self, s1: list[str], s2: list[str]) -> dict:
-        feats = self.model.preprocess(list(zip(s1, s2)))
-        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in feats.items()}
+    def _tokenized(self, s1: list[str], s2: list[str]) -> tuple[tuple, Callable[[], dict]]:
+        return (tuple(s1), tuple(s2), self.max_length), lambda: self.model.preprocess(list(zip(s1, s2)))
+
+    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str], list[str]]:
+        return s1, s2
 
     def _logits(self, s1: list[str], s2: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(s1, s2))["scores"].squeeze(-1)  # (batch,)
@@ -359,9 +399,9 @@ class CrossModel(_Backended, Trainable):
     def _infer(self, s1: list[str], s2: list[str], batch_size: int, bf16: bool | str, progress: bool,
                forward: accel.Forward | None = None) -> np.ndarray:
         return _batched_inference(
-            lambda idx: self._logits([s1[i] for i in idx], [s2[i] for i in idx], forward),
-            token_counts(self.model.tokenizer, s1, s2, self.max_length), batch_size, bf16, "cross-encode", progress,
-        )
+            lambda idx: self._tokenized([s1[i] for i in idx], [s2[i] for i in idx])[1](),
+            lambda feats: (forward or self.model)(self._device(feats))["scores"].squeeze(-1),  # (batch,)
+            self._counts(s1, s2), batch_size, bf16, "cross-encode", progress, self.tokens, self.prefetch_depth)
 
     def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:

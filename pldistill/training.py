@@ -19,11 +19,11 @@ import torch
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from pldistill import checkpoints, distributed, tracking
+from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams
 from pldistill.io import write_csv_rows
 from pldistill.metrics import correlation
-from pldistill.models import BatchLoss, BiEncoder, CrossModel, at_length, native_bf16
+from pldistill.models import BatchLoss, BiEncoder, CrossModel, Prefetch, at_length, native_bf16
 from pldistill.runtime import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -109,11 +109,16 @@ class Fit:
     is the run it would have been uninterrupted. Inside ``checkpoints.enabled`` the same holds across
     processes: a checkpoint is written every ``params.checkpoint_every`` steps (at each dev evaluation by
     default) and at each pause, and a rerun of the same run (same fingerprint) resumes from it.
+
+    ``prefetch``: the model's (``BiEncoder.prefetch``, ``CrossModel.prefetch``) where ``batch_loss`` is its own;
+    the next step's micro-batches are then tokenised in a worker thread while this step computes
+    (pldistill.ahead), with the same features, so the same weights.
     """
 
     def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str],
                  target: np.ndarray, dev_score: Callable[[], float], params: StepParams,
-                 generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None):
+                 generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
+                 prefetch: Prefetch | None = None):
         n = len(target)
         if n == 0:
             raise ValueError(f"{desc}: no training pairs")
@@ -134,6 +139,7 @@ class Fit:
         self.best = {"dev": -math.inf, "step": 0, "state": None}
         self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
         self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
+        self.prefetch, self._workers = prefetch, ahead.pool() if prefetch is not None else None
         distributed.broadcast_parameters(module)  # several processes: every rank starts from rank 0's weights
         distributed.own_dropout_stream()
         self._rng = _rng_state()  # as the caller seeded it: weight init done, dropout not yet drawn
@@ -153,6 +159,7 @@ class Fit:
         return self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size]
 
     def _evaluate(self) -> float:
+        self._settle()  # the next step's inputs are tokenised before dev scoring changes the model's settings
         self.module.eval()
         dev = float(distributed.on_main(self.dev_score))  # every rank keeps the checkpoint rank 0's score picks
         loss = round(float(np.mean(self.running)), 5) if self.running else None
@@ -176,11 +183,31 @@ class Fit:
         k, n = self.params.accumulate, len(idx)
         return [part for j in range(k) if (part := idx[j * n // k : (j + 1) * n // k])]
 
+    def _parts(self, batch: list[int]) -> tuple[list[list[int]], float]:
+        """This rank's micro-batches of ``batch`` and the rank's share of it."""
+        idx, weight = distributed.share(batch)  # several processes: this rank's slice of the batch
+        return self._micro_batches(idx), weight
+
+    def _prefetch_next(self) -> None:
+        """Tokenise the next step's micro-batches while this one computes; not across an epoch's end, whose
+        permutation is drawn when the next epoch starts."""
+        i = (self.step + 1) % self.per_epoch
+        if self.prefetch is None or i == 0 or self.step + 1 >= self.total:
+            return
+        parts, _ = self._parts(self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size])
+        self.prefetch(self._workers, [([self.s1[j] for j in p], [self.s2[j] for j in p]) for p in parts])
+
+    def _settle(self) -> None:
+        if self._workers is not None:  # one worker, first in first out: a no-op is done when all before it are
+            self._workers.submit(lambda: None).result()
+
     def _train_step(self, batch: list[int]) -> None:
         self.module.train()
-        idx, weight = distributed.share(batch)  # several processes: this rank's slice of the batch
+        parts, weight = self._parts(batch)
+        idx = [j for part in parts for j in part]
+        self._prefetch_next()
         loss = 0.0
-        for part in self._micro_batches(idx):
+        for part in parts:
             with self._autocast():
                 micro = self.batch_loss([self.s1[j] for j in part], [self.s2[j] for j in part],
                                         self.y[part].to(self.device))
@@ -302,6 +329,8 @@ class Fit:
 
     def close(self) -> None:
         self.bar.close()
+        if self._workers is not None:
+            self._workers.shutdown(cancel_futures=True)
 
 
 def _rng_state() -> list[torch.Tensor]:
@@ -325,6 +354,7 @@ def fit(
     generator: torch.Generator,
     desc: str = "train",
     lr_by_prefix: dict[str, float] | None = None,
+    prefetch: Prefetch | None = None,
 ) -> FitResult:
     """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score
     (``params.select`` dev), or at the end of training (last).
@@ -332,7 +362,7 @@ def fit(
     The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
     the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
     """
-    return Fit(module, batch_loss, s1, s2, target, dev_score, params, generator, desc, lr_by_prefix).finish()
+    return Fit(module, batch_loss, s1, s2, target, dev_score, params, generator, desc, lr_by_prefix, prefetch).finish()
 
 
 def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: float) -> tuple[M, FitResult]:
@@ -372,9 +402,10 @@ def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: flo
 def fit_at(
     model: BiEncoder | CrossModel, batch_loss: BatchLoss, s1: list[str], s2: list[str], target: np.ndarray,
     dev: pd.DataFrame, params: StepParams, eval_params: EvaluateParams, generator: torch.Generator, desc: str,
+    prefetch: Prefetch | None = None,
 ) -> FitResult:
     """``fit`` truncating inputs at ``params.max_length`` (e.g. 32 for speed), while dev is scored at the
-    model's own length, as evaluation will score it."""
+    model's own length, as evaluation will score it. ``prefetch``: as ``Fit``'s."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -383,7 +414,7 @@ def fit_at(
             return score()
 
     with at_length(model, params.max_length):
-        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc)
+        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc, prefetch=prefetch)
 
 
 def seeds_of(params: TrainParams, seed: int) -> list[int]:
@@ -399,7 +430,7 @@ def _train(
         _, gen = seed_all(s)  # before loading: a new head's init is drawn from it
         model = load()
         return model, Fit(model.module, loss(model), s1, s2, target, dev_spearman(model, dev, eval_params), params,
-                          gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}")
+                          gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch)
 
     return fit_seeds(start, seeds_of(params, seed), params.seed_stop)
 

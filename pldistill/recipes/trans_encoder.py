@@ -48,7 +48,7 @@ _HERE = Path(__file__).resolve().parent
 CODE = [*(_HERE / f"{m}.py" for m in ("__init__", "base", "trans_encoder", "augsbert", "dse", "rtt_ensemble")),
         *(_HERE.parent / f"{m}.py" for m in ("models", "training", "losses", "metrics", "schemas", "io", "store",
                                               "runtime", "config", "dse", "datasets", "cards", "teachers", "bundled",
-                                              "labelling", "diagnostics", "numeric", "accel", "distributed",
+                                              "labelling", "diagnostics", "numeric", "accel", "ahead", "distributed",
                                               "checkpoints")),
         _HERE.parents[1] / "stages" / "distill.py"]
 
@@ -184,9 +184,10 @@ class TransEncoder:
 
     def _fit(self, model: BiEncoder | CrossModel, loss, s1: list[str], s2: list[str], y: np.ndarray,
              step: StepParams, desc: str) -> FitResult:
-        """Train at ``step.max_length``; score dev at the model's full length, as evaluation will."""
+        """Train at ``step.max_length``; score dev at the model's full length, as evaluation will. ``loss`` is
+        the model's own (cosine MSE, soft BCE), so its inputs are tokenised ahead."""
         _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
-        return fit_at(model, loss, s1, s2, y, self.dev, step, self.p.evaluate, gen, desc)
+        return fit_at(model, loss, s1, s2, y, self.dev, step, self.p.evaluate, gen, desc, model.prefetch)
 
     # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:
