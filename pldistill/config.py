@@ -166,6 +166,22 @@ BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
 # or OpenVINO (fp32; bf16 on a CPU with native bf16 units; int8 feed-forward layers with group-wise activation
 # scales). auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+INFER_BATCH = {"cpu": 64, "cuda": 512}  # batch_size auto: pairs or sentences per inference batch, by device
+
+
+def _infer_batch(v: object) -> object:
+    """``auto``: 64 on a CPU; 512 where a CUDA GPU is found (small batches leave a GPU waiting on kernel launches).
+    Inference only: the same params still train the same on any device. Resolved here, so what ran is what the
+    run's fingerprints and reports record."""
+    if isinstance(v, str) and v != "auto" and not v.strip().isdigit():
+        raise ValueError(f"expected a whole number of items, or auto (64 on a CPU, 512 on a CUDA GPU); found {v!r}")
+    if v != "auto":
+        return v
+    import torch  # only when asked: the config stays light to import
+
+    return INFER_BATCH["cuda" if torch.cuda.is_available() else "cpu"]
+
+
 Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8"]
 BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"),
                  "openvino": ("openvino", "onnx"), "openvino-bf16": ("openvino", "onnx"),
@@ -478,11 +494,12 @@ class TransParams(_Section):
 
 
 class LabelParams(_Section):
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
     bf16: Bf16 = "auto"
     backend: Backend = "auto"
 
     _backend_installed = field_validator("backend")(_installed)
+    _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
 
 
 class ExtraSet(_Section):
@@ -500,12 +517,13 @@ class ExtraSet(_Section):
 
 
 class EvaluateParams(_Section):
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
     bf16: Bf16 = "auto"
     backend: Backend = "auto"
     extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     _backend_installed = field_validator("backend")(_installed)
+    _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
 
     @field_validator("extra")
     @classmethod
@@ -526,12 +544,12 @@ class Params(_Section):
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
     teacher: TeacherParams = TeacherParams()
-    label: LabelParams = LabelParams()
+    label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: TrainParams = TrainParams()
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
     ensemble: EnsembleParams = EnsembleParams()
-    evaluate: EvaluateParams = EvaluateParams()
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
 
     _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
 

@@ -76,3 +76,16 @@ def test_extra_evaluation_sets_are_checked():
         parse_params({"evaluate": {"extra": [{"name": "a", "data": {"dataset": "glue"}}]}})
     with pytest.raises(ConfigError, match="evaluate.extra.0.name: expected letters"):
         parse_params({"evaluate": {"extra": [{"name": "a b", "data": {"dataset": "stsb"}}]}})
+
+
+def test_inference_batch_auto_is_larger_on_a_gpu(monkeypatch):
+    import torch
+
+    p = parse_params({"label": {"batch_size": "auto"}})  # also the default
+    assert p.label.batch_size == p.evaluate.batch_size == 64  # no CUDA GPU in the tests
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    p = parse_params({})
+    assert p.label.batch_size == p.evaluate.batch_size == 512
+    assert parse_params({"label": {"batch_size": 32}}).label.batch_size == 32  # a number is kept on any device
+    with pytest.raises(ConfigError, match=r"label\.batch_size: expected a whole number of items, or auto.*'big'"):
+        parse_params({"label": {"batch_size": "big"}})
