@@ -32,6 +32,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from pldistill import distributed
 from pldistill.io import atomic_dir
 
 FORMAT = 2  # bumped when the layout changes: an older checkpoint is then ignored, never misread
@@ -51,7 +52,8 @@ def enabled(root: Path | str) -> Iterator[None]:
     before, _root = _root, Path(root)
     try:
         yield
-        for path in sorted(_used):
+        # several processes: rank 0 removes them, once it has written the stage's outputs (the others finish first)
+        for path in sorted(_used) if distributed.is_main() else ():
             shutil.rmtree(path, ignore_errors=True)
         _used.clear()
     finally:

@@ -140,6 +140,24 @@ def on_main(fn: Callable[[], T]) -> T:
     return box[0]
 
 
+def gather_on_main(value: T) -> list[T] | None:
+    """Every rank's ``value`` (picklable), in rank order, on rank 0; None on the others."""
+    if world() == 1:
+        return [value]
+    out: list | None = [None] * world() if is_main() else None
+    dist.gather_object(value, out, dst=0)
+    return out
+
+
+def everywhere(flag: bool) -> bool:
+    """Whether ``flag`` holds on every rank (every rank gets the same answer)."""
+    if world() == 1:
+        return flag
+    flags: list = [None] * world()
+    dist.all_gather_object(flags, bool(flag))
+    return all(flags)
+
+
 def shard_apply(fn: Callable[[pd.DataFrame], pd.DataFrame], frame: pd.DataFrame) -> pd.DataFrame | None:
     """``fn`` of ``frame``, computed slice by slice: each rank takes its contiguous slice of the rows, and
     rank 0 receives every slice's result and returns them concatenated in row order; the other ranks return

@@ -260,16 +260,16 @@ class Fit:
 
     def _checkpoint_path(self, desc: str, lr_by_prefix: dict[str, float] | None) -> Path | None:
         """Where this run checkpoints (None: checkpoints off), named by all it depends on. Taken after
-        the step-0 evaluation, whose score stands in for the dev set and how it is scored."""
-        # several processes: off (each rank's dropout stream differs, and one shared folder would need rank 0 to
-        # write for all and every rank to wait for it)
-        if self.params.checkpoint_every == 0 or not checkpoints.active() or distributed.world() > 1:
+        the step-0 evaluation, whose score stands in for the dev set and how it is scored. Several processes:
+        rank 0's fingerprint (with its RNG and the number of processes) names the run for every rank."""
+        if self.params.checkpoint_every == 0 or not checkpoints.active():
             return None
-        key = checkpoints.fingerprint({
+        world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
+        key = distributed.on_main(lambda: checkpoints.fingerprint({
             "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
             "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1), "s2": "\0".join(self.s2), "y": self.y,
             "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
-            "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp})
+            "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
         return checkpoints.path_for(key)
 
     def _checkpoint_due(self) -> bool:
@@ -286,14 +286,22 @@ class Fit:
                  "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict()}
         rng = {f"torch.{i}": t for i, t in enumerate(_rng_state())}
         rng["generator"] = self.generator.get_state()
-        checkpoints.save(self._ckpt, self.module.state_dict(), self.opt.state_dict(), rng, state,
-                         self.best["state"], best_unchanged=self._best_saved == self.best["step"])
+        # several processes: everything but the RNG is the same on every rank (rank 0's weights, averaged
+        # gradients), so rank 0 writes one checkpoint holding each rank's RNG (its own dropout masks)
+        ranks = distributed.gather_on_main(_rng_state())
+        if distributed.is_main():
+            for r, states in enumerate(ranks[1:], start=1):
+                rng.update({f"rank{r}.torch.{i}": t for i, t in enumerate(states)})
+            checkpoints.save(self._ckpt, self.module.state_dict(), self.opt.state_dict(), rng, state,
+                             self.best["state"], best_unchanged=self._best_saved == self.best["step"])
         self._saved_step, self._best_saved = self.step, self.best["step"]
         self.seconds -= time.perf_counter() - t0  # train_seconds counts training, not checkpoint writes
 
     def _resume(self) -> None:
         ck = checkpoints.load(self._ckpt, self._ckpt.name)
-        if ck is None:
+        mine = "" if distributed.rank() == 0 else f"rank{distributed.rank()}."
+        has_rng = ck is not None and f"{mine}torch.0" in ck["rng"]
+        if not distributed.everywhere(has_rng):  # every rank resumes, or none does
             return
         st = ck["state"]
         self.module.load_state_dict(ck["model"])
@@ -305,12 +313,13 @@ class Fit:
         self.best.update(dev=st["best"]["dev"], step=st["best"]["step"])
         if ck["best"] is not None:
             self.best["state"] = ck["best"]
-        self._rng = [ck["rng"][f"torch.{i}"] for i in range(len(self._rng))]
+        self._rng = [ck["rng"][f"{mine}torch.{i}"] for i in range(len(self._rng))]
         self.generator.set_state(ck["rng"]["generator"])
         self._saved_step, self._best_saved = self.step, self.best["step"]
         self.bar.update(self.step)
-        print(f"{self.bar.desc}: resumed from the checkpoint at step {self.step} of {self.total} ({self._ckpt})",
-              file=sys.stderr)
+        if distributed.is_main():
+            print(f"{self.bar.desc}: resumed from the checkpoint at step {self.step} of {self.total} "
+                  f"({self._ckpt})", file=sys.stderr)
         if self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
             for i, (loss, lr) in enumerate(zip(self.losses, self.lrs), start=1):
                 self.log.train(i, loss, lr)

@@ -1,34 +1,39 @@
 """What the default tier runs under torchrun (tests/test_distributed.py): ``Fit`` training a tiny linear model
 data-parallel, and ``shard_apply`` labelling a frame, on the ranks started; each rank writes what it saw to
 ``<out dir>/rank-<rank>.json``. Run in one process (``fit_linear``), the same training is the reference.
+With ``--checkpoints``, the model has dropout (each rank its own masks) and trains with mid-run checkpoints
+there; ``--stop N`` ends every rank abruptly right after the checkpoint at step N (a kill).
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 -m tests.distributed_fit <out dir>
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import distributed
+from pldistill import checkpoints, distributed
 from pldistill.config import StepParams
 from pldistill.training import Fit
 
 ROWS = 45  # batches of 8: the last one 5, split 2 + 3 on two ranks
 
 
-def fit_linear() -> tuple[torch.nn.Module, dict]:
+def fit_linear(dropout: float = 0.0) -> tuple[torch.nn.Module, dict]:
     """A linear model learning y = x . w on ROWS rows, 2 epochs, dev scored at each evaluation; returns it
-    and what this rank saw (dev scores it computed itself, the curve, the final weights)."""
+    and what this rank saw (dev scores it computed itself, the curve, the final weights, the step it resumed
+    at). ``dropout``: on its inputs."""
     torch.manual_seed(3)
     x = torch.randn(ROWS + 10, 4)
     y = x @ torch.tensor([0.5, -1.0, 2.0, 0.0])
-    model = torch.nn.Linear(4, 1)
+    linear = torch.nn.Linear(4, 1)
+    model = torch.nn.Sequential(torch.nn.Dropout(dropout), linear) if dropout else linear
     rows = [str(i) for i in range(ROWS)]  # Fit hands sentences to the loss: here, row numbers
     computed: list[float] = []
 
@@ -41,21 +46,47 @@ def fit_linear() -> tuple[torch.nn.Module, dict]:
         return computed[-1]
 
     params = StepParams(epochs=2, batch_size=8, lr=0.05, evals_per_epoch=2, warmup=0.0)
-    res = Fit(model, loss, rows, rows, y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5)).finish()
+    run = Fit(model, loss, rows, rows, y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5))
+    resumed_at = run.step
+    res = run.finish()
     return model, {"dev_computed": len(computed), "curve": [(r["step"], r["loss"], r["dev"]) for r in res.curve],
-                   "best_step": res.best_step, "weight": model.weight.detach().tolist()[0],
-                   "bias": model.bias.item()}
+                   "best_step": res.best_step, "weight": linear.weight.detach().tolist()[0],
+                   "bias": linear.bias.item(), "resumed_at": resumed_at}
 
 
-def main(out: Path) -> None:
-    distributed.join(int(__import__("os").environ["WORLD_SIZE"]))
-    _, seen = fit_linear()
+def stop_after(step: int) -> None:
+    """End the process (no clean-up, as a kill would) right after the checkpoint at ``step``."""
+    save = Fit._save
+
+    def save_then_stop(self: Fit) -> None:
+        save(self)
+        if self.step >= step:
+            os._exit(3)
+
+    Fit._save = save_then_stop
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--checkpoints", type=Path, default=None)
+    ap.add_argument("--stop", type=int, default=None)
+    args = ap.parse_args()
+    distributed.join(int(os.environ["WORLD_SIZE"]))
+    if args.checkpoints:
+        if args.stop:
+            stop_after(args.stop)
+        with checkpoints.enabled(args.checkpoints):
+            _, seen = fit_linear(dropout=0.3)
+    else:
+        _, seen = fit_linear()
     frame = pd.DataFrame({"row": np.arange(5)})
     labelled = distributed.shard_apply(lambda part: part.assign(rank=distributed.rank()), frame)
     seen["sharded"] = None if labelled is None else labelled.to_dict("list")
-    (out / f"rank-{distributed.rank()}.json").write_text(json.dumps(seen))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"rank-{distributed.rank()}.json").write_text(json.dumps(seen))
     distributed.leave()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main()

@@ -134,6 +134,39 @@ def test_fit_on_two_processes_is_the_one_process_fit_and_rank_0_scores_dev(tmp_p
     assert ranks[1]["sharded"] is None
 
 
+def test_two_processes_killed_mid_run_resume_from_their_checkpoint(tmp_path):
+    """Each rank draws its own dropout masks; killed right after the checkpoint at step 6 of 12, the rerun
+    resumes every rank there (rank 1 with its own RNG) and ends where the uninterrupted run ends."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                "-m", "tests.distributed_fit"]
+    _run([*torchrun, str(tmp_path / "whole"), "--checkpoints", str(tmp_path / "store-whole")])
+    store = tmp_path / "store"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    killed = subprocess.run([*torchrun, str(tmp_path / "killed"), "--checkpoints", str(store), "--stop", "6"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert killed.returncode != 0 and not (tmp_path / "killed").exists()
+    (ckpt,) = store.iterdir()  # one checkpoint, written by rank 0, holding both ranks' RNG
+    kept = shutil.copytree(ckpt, tmp_path / "kept")
+    _run([*torchrun, str(tmp_path / "resumed"), "--checkpoints", str(store)])
+    whole, resumed = ([json.loads((tmp_path / run / f"rank-{r}.json").read_text()) for r in (0, 1)]
+                      for run in ("whole", "resumed"))
+    assert [s["resumed_at"] for s in whole] == [0, 0] and [s["resumed_at"] for s in resumed] == [6, 6]
+    for w, r in zip(whole, resumed):
+        assert r["weight"] + [r["bias"]] == w["weight"] + [w["bias"]]  # bit for bit
+        assert r["curve"] == w["curve"]
+    assert not any(store.iterdir())  # the finished run removed its checkpoint
+
+    # a checkpoint without rank 1's RNG: no rank resumes (every rank restarts at step 0, as one)
+    from safetensors.torch import save_file
+    shutil.copytree(kept, ckpt)
+    rng = load_file(ckpt / "rng.safetensors")
+    save_file({k: v for k, v in rng.items() if not k.startswith("rank1.")}, str(ckpt / "rng.safetensors"))
+    _run([*torchrun, str(tmp_path / "restarted"), "--checkpoints", str(store)])
+    restarted = [json.loads((tmp_path / "restarted" / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert [s["resumed_at"] for s in restarted] == [0, 0]
+    assert restarted[0]["weight"] == whole[0]["weight"]
+
+
 def test_a_batch_splits_into_slices_whose_weighted_losses_average_to_the_batch_mean(monkeypatch):
     batch = list(range(5))
     for world, expected in ((2, [([0, 1], 0.8), ([2, 3, 4], 1.2)]), (6, [([0], 0.0)] + [([i], 1.2) for i in range(5)])):
