@@ -337,8 +337,20 @@ class TrainParams(StepParams):
     seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
     layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
+    # ours: pldistill.training's loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
+    # (pldistill/st_trainer.py; not with seeds > 1 or several processes)
+    trainer: Literal["ours", "sentence-transformers"] = "ours"
 
     _known_model = field_validator("model")(_model_spec)
+
+    @field_validator("trainer")
+    @classmethod
+    def _trainer_installed(cls, v: str) -> str:
+        lacking = [p for p in ("datasets", "accelerate") if importlib.util.find_spec(p) is None]
+        if v == "sentence-transformers" and lacking:
+            raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
+                             f"pip install 'pldistill[trainers]' (or set trainer: ours)")
+        return v
 
     @field_validator("layers")
     @classmethod

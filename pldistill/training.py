@@ -435,6 +435,15 @@ def _train(
     load: Callable[[], M], loss: Callable[[M], BatchLoss], params: TrainParams, eval_params: EvaluateParams,
     s1: list[str], s2: list[str], target: list[float], dev: pd.DataFrame, seed: int, desc: str,
 ) -> tuple[M, FitResult]:
+    if params.trainer == "sentence-transformers":
+        from pldistill import st_trainer
+
+        st_trainer.refuse(params, distributed.world(), desc)
+        seed_all(seed)  # before loading: a new head's init is drawn from it
+        model = load()
+        return model, st_trainer.train(model, params, eval_params, s1, s2, np.asarray(target), dev, seed, desc,
+                                       precision(params, desc))
+
     def start(s: int) -> tuple[M, Fit]:
         _, gen = seed_all(s)  # before loading: a new head's init is drawn from it
         model = load()

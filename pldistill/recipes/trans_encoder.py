@@ -49,7 +49,7 @@ CODE = [*(_HERE / f"{m}.py" for m in ("__init__", "base", "trans_encoder", "augs
         *(_HERE.parent / f"{m}.py" for m in ("models", "training", "losses", "metrics", "schemas", "io", "store",
                                               "runtime", "config", "dse", "datasets", "cards", "teachers", "bundled",
                                               "labelling", "diagnostics", "numeric", "accel", "ahead", "distributed",
-                                              "checkpoints")),
+                                              "st_trainer", "checkpoints")),
         _HERE.parents[1] / "stages" / "distill.py"]
 
 
