@@ -40,6 +40,7 @@ SEED = 42
 MPNET = "bundled:all-mpnet-base-v2"
 MINILM = "bundled:all-MiniLM-L6-v2"
 PRUNED = [0, 2, 4]  # a 3-layer MiniLM student
+ST = "sentence-transformers"  # student.trainer: sentence-transformers' trainers instead of our loop
 # Pinned here, not taken from params.yaml (whose defaults are the demo's): Augmented SBERT's setting, as
 # in the README's STS-B tables up to 0.5.0. A pruned student trains longer and faster (as the demo's).
 BASE = {"sample": {"top_k": 3},
@@ -82,6 +83,9 @@ ROWS = {
     "aug-mpnet-bi-bm25sem-e4": ("mpnet-bi", "bm25+semantic", "augsbert", {"epochs": 4}),  # the paper's pairs, 4 epochs
     # The 1-epoch MPNet teacher was still improving at its last step: a teacher trained 4 epochs, its student 4.
     "aug-mpnet-bi4-e4": ("mpnet-bi-e4", "bm25", "augsbert", {"epochs": 4}),
+    # The same students on sentence-transformers' trainers (student.trainer), against our loop's rows above.
+    "gold-only-st": (None, "none", "augsbert", {"trainer": ST}),
+    "aug-mpnet-bi-st": ("mpnet-bi", "bm25", "augsbert", {"trainer": ST}),
     "pruned-gold-only": (None, "none", "augsbert", PRUNED_STUDENT),
     "pruned-aug-mpnet-bi": ("mpnet-bi", "bm25", "augsbert", PRUNED_STUDENT),
     "pruned-aug-minilm-bi": ("minilm-bi", "bm25", "augsbert", PRUNED_STUDENT),
@@ -139,8 +143,9 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) 
     base, clean = out / "base", out / "base/data/clean"
     seconds = {"download": timed(base / "download.json", download, p, base / "data/raw", base / "download.json")}
     seconds["augment"] = timed(base / "augment.json", augment, p, base / "data/raw", clean, base / "augment.json")
-    skey = ("pruned" if student.get("layers") else "full") + (f"-e{student['epochs']}" if set(student) == {"epochs"}
-                                                             else "")
+    skey = ("pruned" if student.get("layers") else "full") + (f"-e{student['epochs']}" if "epochs" in student
+                                                             and not student.get("layers") else "")
+    skey += "-st" if student.get("trainer") == ST else ""
     g = out / f"gold-{skey}"
     seconds["gold"] = timed(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "gold-dev.csv")
     pairs = out / f"pairs-{strategy}{top}"

@@ -86,6 +86,18 @@ def _callback(eval_steps: set[int], log: tracking.RunLog | None):
     return Schedule()
 
 
+def _bar_only():
+    from transformers.trainer_callback import ProgressCallback
+
+    class Bar(ProgressCallback):
+        """The Trainer's progress bar without its log lines (losses go to DVCLive; stdout keeps the report)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+            pass
+
+    return Bar()
+
+
 def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: EvaluateParams, s1: list[str],
           s2: list[str], target: np.ndarray, dev: pd.DataFrame, seed: int, desc: str, amp: str):
     """Train ``model`` (seeded and loaded by the caller) on (s1, s2, target); leave it at the checkpoint
@@ -95,6 +107,7 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+    from transformers.trainer_callback import ProgressCallback
 
     from pldistill.training import FitResult
 
@@ -134,6 +147,8 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
             trainer = CrossEncoderTrainer(
                 model=model.model, args=CrossEncoderTrainingArguments(**args), train_dataset=ds,
                 loss=BinaryCrossEntropyLoss(model.model), evaluator=evaluator, callbacks=callbacks)
+        trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
+        trainer.add_callback(_bar_only())
         resume = folder is not None and any(out.glob("checkpoint-*"))
         trainer.train(resume_from_checkpoint=True if resume else None)
     steps = trainer.state.global_step
