@@ -88,7 +88,8 @@ def dropless_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_training_on_two_processes_gives_the_one_process_model(dropless_model_dir, tmp_path):
+def test_training_on_two_processes_gives_the_one_process_model(dropless_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path / "store"))  # mid-run checkpoints go there
     params = tiny(dropless_model_dir)
     params = _with(params, student={**params.student.model_dump(mode="json"), "epochs": 2})
     clean = tmp_path / "clean"
@@ -114,8 +115,12 @@ def test_training_on_two_processes_gives_the_one_process_model(dropless_model_di
     moved = max(float((w1[k] - load_file(dropless_model_dir / "model.safetensors")[k]).abs().max())
                 for k in w1 if k in load_file(dropless_model_dir / "model.safetensors"))
     assert moved > 100 * worst  # training moved the weights far more than the two runs differ
-    assert (logs / "writes-0.txt").read_text().split() == [str(tmp_path / "two" / f)
-                                                          for f in ("gold", "curve.csv", "gold.json")]
+    writes = (logs / "writes-0.txt").read_text().split()
+    store = str(tmp_path / "store")
+    assert [w for w in writes if not w.startswith(store)] == [str(tmp_path / "two" / f)
+                                                              for f in ("gold", "curve.csv", "gold.json")]
+    assert any(w.startswith(store) for w in writes)  # rank 0 wrote the mid-run checkpoints of both ranks ...
+    assert not any((tmp_path / "store" / "checkpoints").iterdir())  # ... and removed them when the stage succeeded
     assert not (logs / "writes-1.txt").exists()  # rank 1 trained and wrote nothing
 
 
