@@ -338,7 +338,7 @@ class TrainParams(StepParams):
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
     layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
     # ours: pldistill.training's loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
-    # (pldistill/st_trainer.py; not with seeds > 1 or several processes)
+    # (pldistill/st_trainer.py; not with seeds > 1)
     trainer: Literal["ours", "sentence-transformers"] = "ours"
 
     _known_model = field_validator("model")(_model_spec)

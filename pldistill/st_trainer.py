@@ -6,8 +6,9 @@ What the rest of the pipeline relies on is kept: the same params mean the same t
 linear warm-up and decay, weight decay, clipping at 1.0, AdamW kernel, precision, accumulation), dev is scored
 by our scorer, the start counts as a checkpoint (dev selection never ends below it), mid-run checkpoints resume
 a killed run (the Trainer's own, in the run's fingerprinted folder, loaded with ``weights_only``), curves go to
-DVCLive through our log, and the result is a ``FitResult``. What it cannot do: seed optimisation (it pauses runs
-inside our loop) and several processes (untested with our launcher): both are refused by name.
+DVCLive through our log, and the result is a ``FitResult``. Several processes (``processes``, our launcher):
+the Trainer's own DDP on the process group the stage joined, each rank taking ``batch_size / processes`` rows
+of every batch. What it cannot do: seed optimisation (it pauses runs inside our loop), refused by name.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import checkpoints, tracking
+from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, EvaluateParams, TrainParams
 from pldistill.models import BiEncoder, CrossModel
 
@@ -34,12 +35,10 @@ def refuse(params: TrainParams, world: int, desc: str) -> None:
     if params.seeds > 1:
         raise ConfigError(f"{desc}: seed optimisation (seeds {params.seeds}) pauses runs inside our loop; set "
                           f"trainer: ours, or seeds: 1")
-    if world > 1:
-        raise ConfigError(f"{desc}: trainer sentence-transformers is not run on several processes here; set "
-                          f"trainer: ours, or processes: 1")
-    if params.batch_size % params.accumulate:
+    if params.batch_size % (params.accumulate * world):
         raise ConfigError(f"{desc}: trainer sentence-transformers splits batch_size {params.batch_size} into "
-                          f"accumulate {params.accumulate} equal micro-batches; make it a multiple")
+                          f"accumulate {params.accumulate} x processes {world} equal micro-batches; make it a "
+                          f"multiple")
 
 
 def _evaluator(model: BiEncoder | CrossModel, dev: pd.DataFrame, eval_params: EvaluateParams):
@@ -128,7 +127,7 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
         never = total + 1  # the Trainer's own schedule never fires: Schedule decides
         args = dict(
             output_dir=str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
-            per_device_train_batch_size=params.batch_size // params.accumulate,
+            per_device_train_batch_size=params.batch_size // (params.accumulate * distributed.world()),
             gradient_accumulation_steps=params.accumulate, learning_rate=params.lr,
             warmup_steps=params.warmup,  # under 1: a ratio of the steps (transformers 5)
             weight_decay=params.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear",

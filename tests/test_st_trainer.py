@@ -46,7 +46,7 @@ def test_same_seed_same_model(tiny_model_dir):
 def test_what_it_cannot_do_is_refused_by_name(tiny_model_dir):
     with pytest.raises(ConfigError, match="seed optimisation .* set trainer: ours"):
         _train(tiny_model_dir, seeds=2)
-    with pytest.raises(ConfigError, match="batch_size 8 into accumulate 3 equal micro-batches"):
+    with pytest.raises(ConfigError, match="batch_size 8 into accumulate 3 x processes 1 equal micro-batches"):
         _train(tiny_model_dir, accumulate=3)
 
 
