@@ -88,12 +88,18 @@ def dropless_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_training_on_two_processes_gives_the_one_process_model(dropless_model_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("trainer", "rows"), [
+    ("ours", 45),  # batches of 8: the last one 5 (3 + 2)
+    # the Trainer's own DDP on the process group the stage joined; its sampler would pad an uneven last batch
+    ("sentence-transformers", 48),
+])
+def test_training_on_two_processes_gives_the_one_process_model(dropless_model_dir, tmp_path, monkeypatch, trainer,
+                                                               rows):
     monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path / "store"))  # mid-run checkpoints go there
     params = tiny(dropless_model_dir)
-    params = _with(params, student={**params.student.model_dump(mode="json"), "epochs": 2})
+    params = _with(params, student={**params.student.model_dump(mode="json"), "epochs": 2, "trainer": trainer})
     clean = tmp_path / "clean"
-    schemas.write(clean / "train.parquet", make_pairs(45), schemas.PAIRS)  # batches of 8: the last one 5 (3 + 2)
+    schemas.write(clean / "train.parquet", make_pairs(rows), schemas.PAIRS)
     schemas.write(clean / "dev.parquet", make_pairs(24, offset=500), schemas.PAIRS)
     one = gold_stage.gold(params, clean, tmp_path / "one/gold", tmp_path / "one/gold.json", tmp_path / "one/curve.csv")
 
@@ -119,7 +125,8 @@ def test_training_on_two_processes_gives_the_one_process_model(dropless_model_di
     store = str(tmp_path / "store")
     assert [w for w in writes if not w.startswith(store)] == [str(tmp_path / "two" / f)
                                                               for f in ("gold", "curve.csv", "gold.json")]
-    assert any(w.startswith(store) for w in writes)  # rank 0 wrote the mid-run checkpoints of both ranks ...
+    if trainer == "ours":  # (the Trainer writes its checkpoints with torch, not through our writers)
+        assert any(w.startswith(store) for w in writes)  # rank 0 wrote the mid-run checkpoints of both ranks ...
     assert not any((tmp_path / "store" / "checkpoints").iterdir())  # ... and removed them when the stage succeeded
     assert not (logs / "writes-1.txt").exists()  # rank 1 trained and wrote nothing
 
@@ -205,33 +212,3 @@ def test_processes_is_at_least_one_and_refused_for_recipes_that_cannot_shard():
                                           "rtt-ensemble"):
         parse_params({"processes": 2, "recipe": "rtt-ensemble"})
 
-
-@pytest.mark.slow
-def test_sentence_transformers_trainer_on_two_processes(dropless_model_dir, tmp_path, monkeypatch):
-    """trainer: sentence-transformers under our launcher: the Trainer's DDP on the process group the stage
-    joined; each rank takes half of every batch, so (dropout off) it is the one-process model."""
-    monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path / "store"))
-    params = tiny(dropless_model_dir)
-    params = _with(params, student={**params.student.model_dump(mode="json"), "epochs": 2,
-                                    "trainer": "sentence-transformers"})
-    clean = tmp_path / "clean"
-    schemas.write(clean / "train.parquet", make_pairs(48), schemas.PAIRS)
-    schemas.write(clean / "dev.parquet", make_pairs(24, offset=500), schemas.PAIRS)
-    one = gold_stage.gold(params, clean, tmp_path / "one/gold", tmp_path / "one/gold.json", tmp_path / "one/curve.csv")
-    logs = tmp_path / "writes"
-    logs.mkdir()
-    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-          "-m", "tests.record_writes", str(logs), "stages.gold",
-          "--params", str(_params_file(_with(params, processes=2), tmp_path / "two.yaml")), "--clean", str(clean),
-          "--out", str(tmp_path / "two/gold"), "--report", str(tmp_path / "two/gold.json"),
-          "--curve", str(tmp_path / "two/curve.csv")])
-    two = json.loads((tmp_path / "two/gold.json").read_text())
-    bs = params.student.batch_size
-    assert two["steps"] == one["steps"] == 2 * (48 // bs)  # each rank takes bs / 2 rows of every batch
-    w1, w2 = (load_file(tmp_path / run / "gold/model.safetensors") for run in ("one", "two"))
-    worst = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
-    assert worst < 1e-4, worst  # the Trainer's DDP averaged the two halves' gradients: the one-process model
-    start = load_file(dropless_model_dir / "model.safetensors")
-    assert max(float((w1[k] - start[k]).abs().max()) for k in w1 if k in start) > 100 * worst  # and it trained
-    assert two["best_step"] == one["best_step"] and two["best_dev"] == pytest.approx(one["best_dev"], abs=0.05)
-    assert not (logs / "writes-1.txt").exists()  # rank 1 trained and wrote nothing
