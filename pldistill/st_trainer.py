@@ -108,13 +108,12 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
     from transformers.trainer_callback import ProgressCallback
 
-    from pldistill.training import FitResult
+    from pldistill.training import FitResult, eval_steps
 
     t0 = time.perf_counter()
     per_epoch = math.ceil(len(target) / params.batch_size)
     total = per_epoch * params.epochs
-    eval_steps = {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))  # as our loop's
-                  for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+    scored_at = eval_steps(per_epoch, params)  # as our loop's
     evaluator = _evaluator(model, dev, eval_params)
     start = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
     dev0 = evaluator(model.model)["dev_spearman"]  # the start is a checkpoint too
@@ -137,7 +136,7 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
             load_best_model_at_end=params.select == "dev", metric_for_best_model=METRIC, greater_is_better=True,
             logging_steps=1, report_to="none", dataloader_num_workers=0)
         ds = Dataset.from_dict({"sentence1": list(s1), "sentence2": list(s2), "score": [float(v) for v in target]})
-        callbacks = [_callback(eval_steps, tracking.run_log(total))]
+        callbacks = [_callback(scored_at, tracking.run_log(total))]
         if isinstance(model, BiEncoder):
             trainer = SentenceTransformerTrainer(
                 model=model.model, args=SentenceTransformerTrainingArguments(**args), train_dataset=ds,

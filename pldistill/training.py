@@ -77,6 +77,13 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
                               df["score"]) for name, df in splits.items()}
 
 
+def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
+    """The steps dev is scored at (besides step 0): ``params.evals_per_epoch`` times an epoch, the last step too."""
+    total = per_epoch * params.epochs
+    return {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
+            for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+
+
 def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[str, float]) -> torch.optim.Optimizer:
     """AdamW; no decay on biases and LayerNorm weights; parameters named ``<prefix>.…`` get their own lr."""
     groups: dict[tuple[float, bool], list] = {}
@@ -127,8 +134,7 @@ class Fit:
         self.dev_score, self.params, self.generator = dev_score, params, generator
         self.per_epoch = math.ceil(n / params.batch_size)
         self.total = self.per_epoch * params.epochs
-        self.eval_steps = {min(self.total, round(self.per_epoch * (e + f / params.evals_per_epoch)))
-                           for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+        self.eval_steps = eval_steps(self.per_epoch, params)
         self.opt = _optimizer(module, params, lr_by_prefix or {})
         self.sched = get_linear_schedule_with_warmup(self.opt, int(params.warmup * self.total), self.total)
         self.device = next(module.parameters()).device
