@@ -89,14 +89,14 @@ ROWS = {
     # ... and on BM25 pairs over every STS-B training sentence (rows in ALL_SENTENCES): the same 1,000 gold
     # pairs, but the other 4,749 training pairs' sentences join the pool, unscored (semi-supervised)
     "aug-mpnet-bi4-allsent": ("mpnet-bi-e4", "bm25", "augsbert", {}),
-    # The same students on sentence-transformers' trainers (student.trainer), against our loop's rows above.
     # Where the limit lies (issue 13): the same teacher labels given pairs instead of BM25's (stage sample
-    # skipped; rows in POOLS). `pool`: the other 4,749 STS-B training pairs, their scores never read (semi-
-    # supervised: human-chosen pairs, machine labels). `oracle-test`: the 1,379 test pairs themselves,
-    # transductive, a diagnostic only: the most this teacher's labels can give this student on test.
+    # skipped; rows in POOLS). `pool`: the other STS-B training pairs (4,693), their scores never read (semi-
+    # supervised: human-chosen pairs, machine labels). `oracle-test`: the test pairs themselves (1,375),
+    # transductive, a diagnostic only: about the most this teacher's labels can give this student on test.
     "aug-mpnet-bi4-pool": ("mpnet-bi-e4", "none", "augsbert", {}),
     "oracle-test-mpnet-bi4": ("mpnet-bi-e4", "none", "augsbert", {}),
     "oracle-test-mpnet-bi4-e4": ("mpnet-bi-e4", "none", "augsbert", {"epochs": 4}),
+    # The same students on sentence-transformers' trainers (student.trainer), against our loop's rows above.
     "gold-only-st": (None, "none", "augsbert", {"trainer": ST}),
     "aug-mpnet-bi-st": ("mpnet-bi", "bm25", "augsbert", {"trainer": ST}),
     "pruned-gold-only": (None, "none", "augsbert", PRUNED_STUDENT),
@@ -223,7 +223,7 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) 
     return result
 
 
-def base_all(stsb: str, out: Path, seconds: dict, p_args: tuple):
+def base_all(stsb: str, out: Path, seconds: dict, p_args: tuple) -> tuple:
     """OUT/base-all: the same data with every training pair (no max_train); its params and clean folder."""
     p = params_for(stsb, *p_args, out=out, max_train=None)
     b, clean = out / "base-all", out / "base-all/data/clean"
