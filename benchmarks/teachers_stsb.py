@@ -156,9 +156,13 @@ def timed(report: Path, fn, *args) -> float:
     return round(time.perf_counter() - t0, 1)
 
 
-def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) -> dict:
+def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN,
+            student_seed: int | None = None) -> dict:
+    """One row. ``student_seed``: the students (stages gold and distill) train under this seed instead of
+    SEED, into folders suffixed -s<seed>; the data, teacher and silver stay SEED's."""
     tkey, strategy, recipe, student, *k = ROWS[name]
     p = params_for(stsb, tkey, strategy, recipe, student, *k, out=out, max_train=max_train)
+    ps, sfx = (p, "") if student_seed is None else (p.model_copy(update={"seed": student_seed}), f"-s{student_seed}")
     top = "" if p.sample.top_k == 3 else f"-k{p.sample.top_k}"  # top-3 folders keep their first names
     base, clean = out / "base", out / "base/data/clean"
     seconds = {"download": timed(base / "download.json", download, p, base / "data/raw", base / "download.json")}
@@ -166,8 +170,8 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) 
     skey = ("pruned" if student.get("layers") else "full") + (f"-e{student['epochs']}" if "epochs" in student
                                                              and not student.get("layers") else "")
     skey += "-st" if student.get("trainer") == ST else ""
-    g = out / f"gold-{skey}"
-    seconds["gold"] = timed(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "gold-dev.csv")
+    g = out / f"gold-{skey}{sfx}"
+    seconds["gold"] = timed(g / "gold.json", gold, ps, clean, g / "model", g / "gold.json", g / "gold-dev.csv")
     pairs = out / f"pairs-{strategy}{top}"
     pool, pool_p = clean, p
     if name in ALL_SENTENCES:  # sample over every training sentence: a second base without max_train
@@ -181,9 +185,11 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) 
         seconds["sample"] = timed(pairs / "sample.json", sample, pool_p, pool, out / "gold-full/model",
                                   pairs / "data", pairs / "sample.json")
     if recipe == "trans-encoder":
+        if student_seed is not None:
+            raise SystemExit(f"--student-seed: row {name} trains no gold-only or distilled student; run it without")
         return run_trans(name, p, out, clean, pairs, g, seconds)
     if tkey is None:  # the gold-only student is stage gold's model
-        rdir = out / "rows" / name
+        rdir = out / "rows" / (name + sfx)
         rdir.mkdir(parents=True, exist_ok=True)
         ep = p.evaluate
         model = BiEncoder.load(str(g / "model"), p.student.max_length)
@@ -206,8 +212,8 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN) 
     s = out / lkey
     seconds["label"] = timed(s / "label.json", label, p, clean, pairs / "data", t / "model", s / "data",
                              s / "label.json", s / "density.csv")
-    r = out / "rows" / name
-    seconds["distill"] = timed(r / "distill.json", distill, p, clean, pairs / "data", s / "data", t / "model",
+    r = out / "rows" / (name + sfx)
+    seconds["distill"] = timed(r / "distill.json", distill, ps, clean, pairs / "data", s / "data", t / "model",
                                r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "student-dev.csv",
                                r / "cycles.csv")
     # The student alone: the teacher's scores are above, the baselines are rows of their own (stage
@@ -269,6 +275,8 @@ def main() -> None:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--results", default="results.json", help="file under --out for this run's rows")
+    ap.add_argument("--student-seed", type=int, default=None, help="train the students (gold-only and "
+                    "distilled) under this seed, the rest under SEED: seed noise of a row's student")
     ap.add_argument("--max-train", type=int, default=MAX_TRAIN, help=f"gold training pairs (default {MAX_TRAIN}); "
                     "another value needs its own --out (the data and every model depend on it)")
     args = ap.parse_args()
@@ -283,11 +291,12 @@ def main() -> None:
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
     for name in args.rows.split(","):
         t0 = time.perf_counter()
-        results[name] = run_row(name, args.stsb, args.out, args.max_train)
-        results[name]["wall_seconds"] = round(time.perf_counter() - t0, 1)
+        key = name if args.student_seed is None else f"{name}-s{args.student_seed}"
+        results[key] = run_row(name, args.stsb, args.out, args.max_train, args.student_seed)
+        results[key]["wall_seconds"] = round(time.perf_counter() - t0, 1)
         results_file.parent.mkdir(parents=True, exist_ok=True)
         results_file.write_text(json.dumps(results, indent=2))
-        print(json.dumps({name: {k: results[name].get(k) for k in ("student", "teacher", "wall_seconds")}}))
+        print(json.dumps({key: {k: results[key].get(k) for k in ("student", "teacher", "wall_seconds")}}))
     print("\n| row | student test (dev) | teacher test (dev) |\n|---|---|---|")
 
     def cell(b: dict | None) -> str:
