@@ -160,9 +160,10 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN,
             student_seed: int | None = None) -> dict:
     """One row. ``student_seed``: the students (stages gold and distill) train under this seed instead of
     SEED, into folders suffixed -s<seed>; the data, teacher and silver stay SEED's."""
-    tkey, strategy, recipe, student, *k = ROWS[name]
-    p = params_for(stsb, tkey, strategy, recipe, student, *k, out=out, max_train=max_train)
-    ps, sfx = (p, "") if student_seed is None else (p.model_copy(update={"seed": student_seed}), f"-s{student_seed}")
+    tkey, strategy, recipe, student, *_ = row = ROWS[name]
+    p = params_for(stsb, *row, out=out, max_train=max_train)
+    ps = p if student_seed is None else p.model_copy(update={"seed": student_seed})
+    sfx = seed_suffix(student_seed)
     top = "" if p.sample.top_k == 3 else f"-k{p.sample.top_k}"  # top-3 folders keep their first names
     base, clean = out / "base", out / "base/data/clean"
     seconds = {"download": timed(base / "download.json", download, p, base / "data/raw", base / "download.json")}
@@ -175,10 +176,10 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN,
     pairs = out / f"pairs-{strategy}{top}"
     pool, pool_p = clean, p
     if name in ALL_SENTENCES:  # sample over every training sentence: a second base without max_train
-        pool_p, pool = base_all(stsb, out, seconds, p_args=(tkey, strategy, recipe, student, *k))
+        pool_p, pool = base_all(stsb, out, seconds, row)
         pairs, top = out / f"pairs-{strategy}{top}-allsent", f"{top}-allsent"
     if name in POOLS:  # given pairs, not sampled ones
-        _, clean_all = base_all(stsb, out, seconds, p_args=(tkey, strategy, recipe, student, *k))
+        _, clean_all = base_all(stsb, out, seconds, row)
         pairs, top = out / f"pairs-pool-{POOLS[name]}", f"-pool-{POOLS[name]}"
         seconds["sample"] = timed(pairs / "sample.json", pool_pairs, POOLS[name], clean, clean_all, pairs)
     else:
@@ -229,9 +230,14 @@ def run_row(name: str, stsb: str, out: Path, max_train: int | None = MAX_TRAIN,
     return result
 
 
-def base_all(stsb: str, out: Path, seconds: dict, p_args: tuple) -> tuple:
+def seed_suffix(student_seed: int | None) -> str:
+    """How a row's folders and results key name a --student-seed run."""
+    return "" if student_seed is None else f"-s{student_seed}"
+
+
+def base_all(stsb: str, out: Path, seconds: dict, row: tuple) -> tuple:
     """OUT/base-all: the same data with every training pair (no max_train); its params and clean folder."""
-    p = params_for(stsb, *p_args, out=out, max_train=None)
+    p = params_for(stsb, *row, out=out, max_train=None)
     b, clean = out / "base-all", out / "base-all/data/clean"
     seconds["download-all"] = timed(b / "download.json", download, p, b / "data/raw", b / "download.json")
     seconds["augment-all"] = timed(b / "augment.json", augment, p, b / "data/raw", clean, b / "augment.json")
@@ -291,7 +297,7 @@ def main() -> None:
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
     for name in args.rows.split(","):
         t0 = time.perf_counter()
-        key = name if args.student_seed is None else f"{name}-s{args.student_seed}"
+        key = name + seed_suffix(args.student_seed)
         results[key] = run_row(name, args.stsb, args.out, args.max_train, args.student_seed)
         results[key]["wall_seconds"] = round(time.perf_counter() - t0, 1)
         results_file.parent.mkdir(parents=True, exist_ok=True)
