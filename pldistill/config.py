@@ -93,6 +93,16 @@ class DataParams(_Section):
     score_range: tuple[float, float] | None = None
     split: SplitParams = SplitParams()
     max_train: int | None = Field(None, gt=0)
+    # pairs without scores for the teacher to label (sample.strategy given): a table path (any score column
+    # is never read) | rest: the training pairs max_train left out | null: none
+    unscored: str | None = None
+
+    @field_validator("unscored")
+    @classmethod
+    def _unscored_source(cls, v: str | None) -> str | None:
+        if v is None or v == "rest" or v.lower().endswith(TABLE_SUFFIXES):
+            return v
+        raise ValueError(f"expected rest, null, or a path ending in {', '.join(TABLE_SUFFIXES)}; found {v!r}")
 
     @field_validator("dataset")
     @classmethod
@@ -284,7 +294,17 @@ class SampleParams(_Section):
     semantic: SemanticParams = SemanticParams()
     kde: KDEParams = KDEParams()
 
-    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, strategies()))
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        # a registered name (bm25+semantic is one), or registered names joined by "+" (given+bm25)
+        if v in strategies():
+            return v
+        parts = v.split("+")
+        if len(set(parts)) < len(parts) or any(p not in strategies() or p in ("none", "kde") for p in parts):
+            raise ValueError(f"expected one of {', '.join(strategies())}, or several of them but none and kde "
+                             f"joined by + (e.g. given+bm25); found {v!r}")
+        return v
 
 
 class StepParams(_Section):
@@ -505,6 +525,46 @@ class TransParams(_Section):
         return v
 
 
+EMBED_LOSSES = ("mse", "sim", "mse+sim")
+EMBED_RECIPES = ("augsbert", "dse")  # whose student starts from stage embed's (the others distil in their own way)
+PROJECTIONS = ("auto", "pca", "none")
+EMBED_SOURCES = ("train", "given", "paraphrases")
+
+
+class EmbedParams(StepParams):
+    """Embedding distillation (stage embed): the student learns the teacher's sentence embeddings before its pairs."""
+
+    epochs: int = Field(0, ge=0)  # 0: off
+    corpus: str | None = None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
+    max_corpus: int | None = Field(None, ge=1)  # at most this many corpus sentences (drawn with the seed)
+    sources: tuple[str, ...] = EMBED_SOURCES  # the task's sentences it learns: train pairs, given pairs, paraphrases
+    loss: str = "mse"  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
+    sim_weight: float = Field(1.0, ge=0)  # the sim term's weight in mse+sim
+    projection: str = "auto"  # auto: none for equal widths, else pca | pca: onto the student's width | none
+    batch_size: int = Field(64, ge=2)
+    lr: float = Field(1e-4, gt=0)
+    evals_per_epoch: int = Field(1, ge=1)
+
+    _known_loss = field_validator("loss")(lambda v: _one_of(v, EMBED_LOSSES))
+    _known_projection = field_validator("projection")(lambda v: _one_of(v, PROJECTIONS))
+
+    @field_validator("sources")
+    @classmethod
+    def _known_sources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if s not in EMBED_SOURCES]
+        if bad or len(set(v)) < len(v):
+            raise ValueError(f"expected distinct sources among {', '.join(EMBED_SOURCES)}; found {list(v)}")
+        return v
+
+    @field_validator("corpus")
+    @classmethod
+    def _corpus_file(cls, v: str | None) -> str | None:
+        if v is None or v.lower().endswith((".txt", *TABLE_SUFFIXES)):
+            return v
+        raise ValueError(f"expected null, a .txt (one sentence a line) or a table ({', '.join(TABLE_SUFFIXES)}) "
+                         f"with a sentence column; found {v!r}")
+
+
 class LabelParams(_Section):
     batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
     bf16: Bf16 = "auto"
@@ -558,6 +618,7 @@ class Params(_Section):
     teacher: TeacherParams = TeacherParams()
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: TrainParams = TrainParams()
+    embed: EmbedParams = EmbedParams()
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
     ensemble: EnsembleParams = EnsembleParams()
@@ -578,6 +639,18 @@ class Params(_Section):
                 "trans.sampled with a semantic strategy would mine pairs with the `gold` encoder, which learned "
                 "the gold scores, so the run would not be unsupervised; set sample.semantic.encoder to a model "
                 "spec (e.g. bundled:all-MiniLM-L6-v2) or use sample.strategy bm25"
+            )
+        if "given" in s.strategy.split("+") and self.data.unscored is None:
+            raise ValueError(
+                f"sample.strategy {s.strategy} has the teacher label the given pairs of data.unscored, which is "
+                "null; set data.unscored to a table of pairs (scores never read) or to rest (the training pairs "
+                "data.max_train left out)"
+            )
+        if self.embed.epochs and self.recipe in EMBED_RECIPES and all(m.kind == "cross" for m in self.teacher.ensemble):
+            raise ValueError(
+                f"embed.epochs {self.embed.epochs}: embedding distillation learns a bi-encoder teacher's sentence "
+                "embeddings, and every teacher member is a cross-encoder (it scores pairs, it embeds no sentence); "
+                "set embed.epochs to 0, or add a bi-encoder member to teacher.members"
             )
         if self.adapt.dataset is not None and self.recipe != "augsbert":
             raise ValueError(

@@ -56,3 +56,12 @@ def embedding_mae(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean over the batch of ||teacher_i - student_i||: the RTT-ensemble paper's MAE between embeddings
     (Eq. 4; a per-sentence distance, so its scale does not shrink with the embedding width)."""
     return (teacher.float() - student.float()).norm(dim=-1).mean()
+
+
+def cosine_matrix_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference between the in-batch cosine matrices of the student's and the teacher's
+    embeddings: the student learns which sentences the teacher puts close, in its own space (no
+    projection when the widths differ). student: (batch, d_s); teacher: (batch, d_t)."""
+    s = F.normalize(student.float(), dim=-1)
+    t = F.normalize(teacher.float(), dim=-1)
+    return F.mse_loss(s @ s.T, t @ t.T)  # (batch, batch) each

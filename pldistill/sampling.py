@@ -31,6 +31,7 @@ class Context:
     # texts -> (n, dim) L2-normalised float32 embeddings; only semantic strategies call it
     encode: Callable[[list[str]], np.ndarray] | None = None
     found: dict[str, int] = field(default_factory=dict)  # pairs each strategy found, before merging
+    given: pd.DataFrame | None = None  # the given pairs (data.unscored) for strategy `given`
 
     @cached_property
     def sentences(self) -> list[str]:
@@ -150,6 +151,14 @@ def sample_semantic(ctx: Context) -> pd.DataFrame:
     return new_pairs(_top_k_pairs(hits, sentences), ctx.gold, "semantic")
 
 
+@register("given")
+def sample_given(ctx: Context) -> pd.DataFrame:
+    """The given pairs (data.unscored, cleaned by stage augment): pairs the user already has, unscored."""
+    if ctx.given is None:
+        raise ValueError("strategy given needs the given pairs (data.unscored)")
+    return new_pairs(zip(ctx.given["sentence1"], ctx.given["sentence2"]), ctx.gold, "given")
+
+
 def merge(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Union of candidate sets, each unordered pair once; a pair found by several records all, joined by "+"."""
     order: dict[tuple[str, str], tuple[str, str]] = {}
@@ -175,4 +184,10 @@ def sample_bm25_semantic(ctx: Context) -> pd.DataFrame:
 
 
 def sample(ctx: Context) -> pd.DataFrame:
-    return REGISTRY[ctx.params.strategy](ctx)
+    """The strategy's pairs; several joined by "+" (given+bm25) run each and are merged as ``merge`` says."""
+    name = ctx.params.strategy
+    if name in REGISTRY:
+        return REGISTRY[name](ctx)
+    parts = {part: REGISTRY[part](ctx) for part in name.split("+")}
+    ctx.found.update({part: len(df) for part, df in parts.items()})
+    return merge(list(parts.values()))

@@ -52,6 +52,16 @@ EMBEDDINGS = pa.schema(
     ]
 )
 
+# Given pairs: data/raw/<dataset>/unscored.parquet and data/clean/unscored.parquet, pairs the user has
+# without scores (data.unscored: a table, or `rest`, the training pairs max_train left out) for the teacher
+# to label (sample.strategy given). Empty when data.unscored is null.
+UNSCORED = pa.schema(
+    [
+        pa.field("sentence1", pa.string(), nullable=False),
+        pa.field("sentence2", pa.string(), nullable=False),
+    ]
+)
+
 # Pseudo-labels: data/pseudo/cycle-NN.parquet. `score` in [0, 1]; `logit` is the teacher's raw
 # output before the sigmoid (null for labellers without one, e.g. a bi-encoder's cosine).
 PSEUDO = pa.schema(
@@ -71,6 +81,7 @@ PSEUDO = pa.schema(
 CANDIDATES_FILE = "candidates.parquet"
 SILVER_FILE = "silver.parquet"  # the teacher's labels of the candidates (stage label)
 GOLD_LOGITS_FILE = "gold.parquet"  # recipe dse: the teacher's logits on the gold training pairs, same order
+UNSCORED_FILE = "unscored.parquet"  # data/raw/<dataset>/ and data/clean/: the given pairs (data.unscored)
 ENSEMBLE_FILE = "ensemble.parquet"  # recipe rtt-ensemble: the ensemble's embedding of each corpus sentence
 
 

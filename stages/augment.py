@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cleaning, rtt, schemas
+from pldistill import cleaning, given, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError
 from pldistill.io import write_json, write_note_dir
@@ -45,9 +45,19 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
     else:  # always there: later stages list it as a dependency
         write_note_dir(source, "no source domain: adapt.dataset is null, so models learn the task's own gold pairs")
     train = schemas.read(out / "train.parquet", schemas.PAIRS)
+    result["unscored"] = clean_given(params, raw / params.data.name, out)
     result["rtt"] = round_trip(params, train, out / schemas.PARAPHRASES_FILE)
     write_json(report, result)
     return result
+
+
+def clean_given(params: Params, raw: Path, out: Path) -> dict:
+    """The given pairs (data.unscored) cleaned like training pairs; gold pairs of any split dropped, counted."""
+    pairs = schemas.read(raw / schemas.UNSCORED_FILE, schemas.UNSCORED)
+    scored = {s: schemas.read(out / f"{s}.parquet", schemas.PAIRS) for s in SPLITS}
+    kept, report = given.clean(pairs, scored, params.augment.min_chars, params.augment.unicode_form)
+    given.write(out / schemas.UNSCORED_FILE, kept)
+    return report
 
 
 def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:

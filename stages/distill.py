@@ -15,9 +15,9 @@ from pldistill.runtime import run_stage
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,
-            cross: Path, report: Path, curve: Path, cycles_plot: Path) -> dict:
+            cross: Path, report: Path, curve: Path, cycles_plot: Path, embed: Path | None = None) -> dict:
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo; return the report."""
-    dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot)
+    dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot, embed)
     distributed.join(params.processes)
     result = recipes.get(params.recipe).distill(params, dirs)
     if distributed.is_main():  # the other ranks only shared the work
@@ -27,4 +27,4 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
 
 if __name__ == "__main__":
     run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
-                        "cycles_plot"])
+                        "cycles_plot", "embed"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import datasets, schemas
+from pldistill import datasets, given, schemas
 from pldistill.config import DataParams, Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage, seed_all
@@ -17,16 +17,20 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
     """Load, validate and split one dataset into ``out/<name>/``; report where from and what was dropped."""
     loaded = datasets.load(data, rng)  # one stream: the split first, then max_train
     task = datasets.task_of(data, loaded.splits["train"])
-    splits = dict(loaded.splits)
+    splits, left_out = dict(loaded.splits), None
     if data.max_train and len(splits["train"]) > data.max_train:
         keep = sorted(rng.choice(len(splits["train"]), data.max_train, replace=False))
+        left_out = splits["train"].drop(index=splits["train"].index[keep])  # data.unscored rest: scores dropped
         splits["train"] = splits["train"].iloc[keep].reset_index(drop=True)
     for split, df in splits.items():
         schemas.write(out / data.name / f"{split}.parquet", df, schemas.PAIRS)
+    unscored, unscored_report = given.read(data, left_out)
+    given.write(out / data.name / schemas.UNSCORED_FILE, unscored)
     return {
         "dataset": data.name, "source": loaded.source, "sha256": loaded.sha256, "task": task,
         "rows": {s: len(df) for s, df in splits.items()},
         "dropped": dict(sorted(loaded.dropped.items())), "dropped_total": sum(loaded.dropped.values()),
+        **({"unscored": unscored_report} if data.unscored else {}),
     }
 
 

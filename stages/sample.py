@@ -14,7 +14,10 @@ from pldistill.io import write_json
 from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage, seed_all
 
-SEMANTIC = ("semantic", "bm25+semantic")
+
+def semantic(strategy: str) -> bool:
+    """Whether the strategy (or one of those it joins with +) searches with an encoder."""
+    return "semantic" in strategy.split("+")
 
 
 def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]], np.ndarray]]:
@@ -34,8 +37,9 @@ def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> 
     rng, _ = seed_all(params.seed)
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     sp = params.sample
-    spec, encode = encoder(params, gold) if sp.strategy in SEMANTIC else (None, None)
-    ctx = sampling.Context(train, sp, rng, params.seed, encode=encode)
+    spec, encode = encoder(params, gold) if semantic(sp.strategy) else (None, None)
+    given = schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED) if "given" in sp.strategy.split("+") else None
+    ctx = sampling.Context(train, sp, rng, params.seed, encode=encode, given=given)
     t0 = time.perf_counter()
     pairs = sampling.sample(ctx)
     seconds = time.perf_counter() - t0

@@ -23,7 +23,7 @@ from pldistill.config import Params, parse_params
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-STAGES = ("download", "augment", "gold", "sample", "teacher", "label", "distill", "evaluate")
+STAGES = ("download", "augment", "gold", "sample", "teacher", "embed", "label", "distill", "evaluate")
 
 
 def pytest_configure(config):
@@ -198,6 +198,7 @@ def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]
     from stages.augment import augment
     from stages.distill import distill
     from stages.download import download
+    from stages.embed import embed
     from stages.evaluate import evaluate
     from stages.gold import gold
     from stages.label import label
@@ -212,9 +213,12 @@ def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]
         "gold": (gold, [clean, models / "gold", m / "gold.json", m / "gold-dev.csv"]),
         "sample": (sample, [clean, models / "gold", pairs, m / "sample.json"]),
         "teacher": (teacher, [clean, models / "teacher", m / "teacher.json", m / "teacher-dev.csv"]),
+        "embed": (embed, [clean, models / "teacher", root / "data/embed", models / "embed", m / "embed.json",
+                          m / "embed-dev.csv"]),
         "label": (label, [clean, pairs, models / "teacher", silver, m / "label.json", m / "score-density.csv"]),
         "distill": (distill, [clean, pairs, silver, models / "teacher", root / "data/pseudo", models / "bi",
-                              models / "cross", m / "distill.json", m / "student-dev.csv", m / "cycles.csv"]),
+                              models / "cross", m / "distill.json", m / "student-dev.csv", m / "cycles.csv",
+                              models / "embed"]),
         "evaluate": (evaluate, [clean, models / "bi", models / "cross", models / "teacher", models / "gold",
                                 m / "eval.json", m / "test-predictions.csv"]),
     }

@@ -45,12 +45,17 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
     pairs = tables / "pairs.csv"  # no split column: split by data.split (adapt.split)
     make_pairs(100, offset=700).to_csv(pairs, index=False)
     kde = {"sample": {"strategy": "kde", "kde": {"pool": 200}}}
+    embed = {"embed": {"epochs": 1, "corpus": str(corpus), "max_corpus": 2, "batch_size": 8},
+             "teacher": {"kind": "bi", "finetune": False}}
     return [
         *((f"sample {s}", "augsbert", ("sample",), {"sample": {"strategy": s}})
           for s in ("none", "random", "bm25+semantic")),
         *((f"sample semantic {i}", "augsbert", ("sample",),
            {"sample": {"strategy": "semantic", "semantic": {"index": i}}}) for i in ("flat", "torch", "ivf", "hnsw")),
         ("kde", "augsbert", ("sample", "label"), kde),
+        ("embed", "augsbert", ("teacher", "embed", "distill"), embed),
+        ("given pairs", "augsbert", ("download", "augment", "sample"),
+         {"data": {"unscored": "rest"}, "sample": {"strategy": "given+bm25"}}),
         ("kde under adaptation", "adaptation", ("sample", "label"), kde),
         ("adaptation from a table", "adaptation", ("download",),
          {"adapt": {"dataset": str(pairs), "score_range": [0, 1]}}),

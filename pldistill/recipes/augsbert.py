@@ -10,7 +10,15 @@ from pldistill.config import Params
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_csv_rows
 from pldistill.models import BiEncoder
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, encode_speed, teacher_as_cross
+from pldistill.recipes.base import (
+    CYCLE_COLUMNS,
+    DistillDirs,
+    Recipe,
+    cycle_row,
+    encode_speed,
+    student_start,
+    teacher_as_cross,
+)
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_bi_encoder
 
@@ -29,7 +37,8 @@ class AugSBERT(Recipe):
         s1 = [*gold["sentence1"], *labelled["sentence1"]]
         s2 = [*gold["sentence2"], *labelled["sentence2"]]
         y = [*gold["score"], *labelled["score"]]
-        student, res = train_bi_encoder(params.student, params.evaluate, s1, s2, y, select_on, params.seed,
+        start_from = student_start(params, dirs.embed)
+        student, res = train_bi_encoder(start_from, params.evaluate, s1, s2, y, select_on, params.seed,
                                         desc="student")
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
@@ -38,7 +47,10 @@ class AugSBERT(Recipe):
         student.save(dirs.bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
             "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
             "gold pairs": len(gold), "silver pairs": len(labelled),
-            "sampling": params.sample.strategy, "teacher": " + ".join(m.describe for m in teacher.members),
+            "sampling": params.sample.strategy,
+            **({"embedding distillation": f"{params.embed.epochs} epoch(s) first (models/embed)"}
+               if start_from is not params.student else {}),
+            "teacher": " + ".join(m.describe for m in teacher.members),
             "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
             "seed": params.seed},
             f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."

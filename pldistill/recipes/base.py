@@ -17,7 +17,7 @@ import pandas as pd
 
 from pldistill import labelling, teachers
 from pldistill.config import EvaluateParams, Params, TrainParams
-from pldistill.io import atomic_dir, write_card, write_note_dir
+from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_note_dir
 from pldistill.models import BiEncoder
 from pldistill.teachers import Teacher
 
@@ -37,6 +37,7 @@ class DistillDirs:
     cross: Path  # out: the cross-encoder, or a note
     curve: Path  # out: the student's dev curve
     cycles_plot: Path  # out: score per cycle
+    embed: Path | None = None  # stage embed's student (models/embed), or a note when it made none
 
 
 class Recipe:
@@ -77,6 +78,14 @@ class Recipe:
             return {"cross": block("cross")}
         members = {name.removeprefix("member/"): block(name) for name in self.teacher_parts(teacher)}
         return {"teacher": block("cross"), **({"members": members} if members else {})}
+
+
+def student_start(params: Params, embed: Path | None) -> TrainParams:
+    """The student's training section, starting from stage embed's student when it made one (already
+    pruned to student.layers, so no layer is dropped again)."""
+    if embed is None or not embed.is_dir() or (embed / SKIPPED_NOTE).is_file():
+        return params.student
+    return params.student.model_copy(update={"model": str(embed), "layers": None})
 
 
 def copy_dir(src: Path, dst: Path, card: str | None = None) -> None:

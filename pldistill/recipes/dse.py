@@ -15,7 +15,7 @@ from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
 from pldistill.io import atomic_dir, write_csv_rows
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, teacher_as_cross
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, student_start, teacher_as_cross
 from pldistill.runtime import seed_all
 from pldistill.teachers import Teacher
 from pldistill.training import dev_spearman, fit, split_scores
@@ -50,7 +50,7 @@ class DSERecipe(Recipe):
         labelled = schemas.read(dirs.silver / schemas.SILVER_FILE, schemas.PSEUDO)
         rows = dse_rows(gold, on_gold, labelled, dirs.clean / "train.parquet", dirs.silver)
         target = rows[["logit", "gold"]].to_numpy(dtype=np.float32)  # (pairs, 2): teacher logit, gold or NaN
-        sp = params.student
+        sp = student_start(params, dirs.embed)
         student = DSE.create(sp.model, dp.pooling, dp.hidden, dp.max_length, sp.trust_remote_code, sp.layers)
         task = task_of(params.data, gold)
         res = fit(student.module, student.dse_loss_fn(dp.alpha, task), list(rows["sentence1"]),
@@ -58,7 +58,7 @@ class DSERecipe(Recipe):
                   desc="dse student", lr_by_prefix={"head": dp.head_lr})
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
-        student.save(dirs.bi, cards.card("DSE student", "bi", sp.model, {
+        student.save(dirs.bi, cards.card("DSE student", "bi", params.student.model, {
             "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled), "alpha": dp.alpha,
             "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",
             "loss": "alpha (S - T)^2 + (1 - alpha) loss on gold; (S - T)^2 on silver",

@@ -1,0 +1,181 @@
+"""Embedding distillation (stage embed): before it learns any pair, the student learns the teacher's sentence
+embeddings, as sentence-transformers' model-distillation example does (Reimers & Gurevych, 2020).
+
+1. The sentences: the task's training sentences, the given pairs' (data.unscored), the round-trip paraphrases
+   and an optional corpus of plain sentences (embed.corpus); every dev and test sentence is held out.
+2. The teacher's embedding of each, computed once, in chunks kept in the store so a killed run resumes
+   (data/embed/teacher.parquet). Several bi-encoder members: their unit embeddings side by side, each scaled
+   by 1/sqrt(k), so the cosine of two such vectors is the mean of the members' cosines, the ensemble's label.
+3. The student learns them: MSE to the teacher's embedding (projected onto the student's width by PCA when
+   the widths differ), and/or MSE between the in-batch cosine matrices (no projection needed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from pldistill import losses, schemas, store
+from pldistill.cleaning import normalise
+from pldistill.config import EmbedParams
+from pldistill.datasets import DataError, read_table
+from pldistill.io import atomic_path
+from pldistill.models import BatchLoss, BiEncoder
+from pldistill.numeric import l2_normalise
+from pldistill.teachers import Teacher
+
+TEACHER_FILE = "teacher.parquet"  # data/embed/: each sentence and the teacher's embedding of it
+CHUNK = 4096  # sentences per stored chunk of teacher embeddings: a killed run loses at most one
+
+
+class EmbedError(DataError):
+    """The sentences or the teacher cannot give embedding targets; the message says what to change."""
+
+
+def read_corpus(path: Path) -> list[str]:
+    """embed.corpus: a .txt (one sentence a line) or a table with a ``sentence`` column."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: embed.corpus not found; expected a .txt (one sentence a line) or a "
+                                f"table with a sentence column")
+    if path.suffix.lower() == ".txt":
+        try:
+            return path.read_text(encoding="utf-8-sig").splitlines()
+        except UnicodeDecodeError as err:
+            raise EmbedError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    df, _ = read_table(path)
+    if "sentence" not in df.columns:
+        raise EmbedError(f"{path}: expected a column named sentence; found {list(df.columns)}")
+    return df["sentence"].astype(str).tolist()
+
+
+def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
+           rng: np.random.Generator) -> tuple[list[str], dict]:
+    """The sentences the student learns, in a fixed order, and how many each source gave.
+
+    A sentence seen in dev or test is held out (counted), so no evaluation sentence is learned."""
+    held = set()
+    for split in ("dev", "test"):
+        df = schemas.read(clean / f"{split}.parquet", schemas.PAIRS)
+        held.update(df["sentence1"]), held.update(df["sentence2"])
+    parts: dict[str, list[str]] = {}
+    if "train" in params.sources:
+        df = schemas.read(clean / "train.parquet", schemas.PAIRS)
+        parts["train"] = [*df["sentence1"], *df["sentence2"]]
+    if "given" in params.sources:
+        df = schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
+        parts["given"] = [*df["sentence1"], *df["sentence2"]]
+    if "paraphrases" in params.sources:
+        df = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
+        parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]
+    if params.corpus:
+        corpus = [normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))]
+        corpus = list(dict.fromkeys(t for t in corpus if len(t) >= min_chars))
+        if params.max_corpus is not None and len(corpus) > params.max_corpus:
+            corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
+        parts["corpus"] = corpus
+    seen: dict[str, None] = {}
+    counts = {"held_out_eval": 0}
+    for name, texts in parts.items():
+        before = len(seen)
+        for t in texts:
+            if t in held:
+                counts["held_out_eval"] += 1
+            elif t not in seen:
+                seen[t] = None
+        counts[name] = len(seen) - before  # new distinct sentences this source added
+    if not seen:
+        raise EmbedError(f"embed: no sentence to learn (sources {list(params.sources)}, corpus {params.corpus}); "
+                         f"add a source or set embed.corpus")
+    return list(seen), counts
+
+
+def bi_members(teacher: Teacher) -> list[BiEncoder]:
+    """The teacher's bi-encoder members; a cross-encoder embeds no sentence."""
+    models = [m.model for m in teacher.members if m.kind == "bi"]
+    if not models:
+        raise EmbedError(f"{teacher.name}: every member is a cross-encoder, which scores pairs and embeds no "
+                         f"sentence; set embed.epochs to 0 or add a bi-encoder to teacher.members")
+    return models
+
+
+def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[str], batch_size: int,
+                       bf16: bool | str, root: Path | None = None) -> np.ndarray:
+    """(n, sum of widths) float32: each member's unit embedding scaled by 1/sqrt(k), side by side.
+
+    Encoded in chunks of ``CHUNK`` sentences, each kept in the store under a key of the teacher
+    (``key``), the chunk's text and how it is encoded, so a rerun after a kill encodes only the rest."""
+    root = (root or store.default_root()) / "embed"
+    scale = np.float32(1 / np.sqrt(len(models)))
+    out = []
+    for start in range(0, len(sentences), CHUNK):
+        chunk = sentences[start : start + CHUNK]
+        file = root / f"{store.digest({'teacher': key, 'texts': chunk, 'batch': batch_size, 'bf16': bf16})}.npy"
+        if file.is_file():
+            emb = np.load(file, allow_pickle=False)
+        else:
+            emb = np.concatenate([m.encode(chunk, batch_size, bf16, progress=True) * scale for m in models], axis=1)
+            file.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(file) as tmp, open(tmp, "wb") as f:
+                np.save(f, emb.astype(np.float32), allow_pickle=False)
+        out.append(emb)
+        print(f"embed: teacher embeddings {min(start + CHUNK, len(sentences))}/{len(sentences)}", flush=True)
+    return np.concatenate(out).astype(np.float32)
+
+
+def pca_projection(emb: np.ndarray, dim: int) -> np.ndarray:
+    """(dim, width): the top ``dim`` principal directions of ``emb`` (centred to find them, as
+    sentence-transformers' example does with scikit-learn's PCA; applied without centring)."""
+    if dim > emb.shape[1] or dim > len(emb):
+        raise EmbedError(f"PCA onto {dim} dimensions needs at least {dim} sentences and a teacher at least that "
+                         f"wide; found {len(emb)} sentences of width {emb.shape[1]}")
+    centred = emb.astype(np.float64) - emb.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    signs = np.sign(vt[:dim, :].sum(axis=1, keepdims=True))  # a fixed sign per direction: same input, same output
+    return (vt[:dim] * np.where(signs == 0, 1, signs)).astype(np.float32)
+
+
+def targets(emb: np.ndarray, student_dim: int, params: EmbedParams) -> tuple[np.ndarray, str]:
+    """What the student's embedding is pulled towards, and the projection used (none | pca)."""
+    how = params.projection
+    if params.loss == "sim":  # cosines alone: the teacher's own space, whatever its width
+        return emb, "none"
+    if how == "auto":
+        how = "none" if emb.shape[1] == student_dim else "pca"
+    if how == "none":
+        if "mse" in params.loss.split("+") and emb.shape[1] != student_dim:
+            raise EmbedError(f"embed.loss {params.loss} compares embeddings coordinate by coordinate, but the "
+                             f"teacher is {emb.shape[1]} wide and the student {student_dim}; set embed.projection "
+                             f"to pca (or auto), or embed.loss to sim")
+        return emb, "none"
+    return l2_normalise(emb @ pca_projection(emb, student_dim).T), "pca"
+
+
+def embed_loss(student: BiEncoder, params: EmbedParams) -> BatchLoss:
+    """The batch loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices."""
+    terms = params.loss.split("+")
+
+    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+        # (batch, student dim), unit length like the targets: a student without a Normalize module learns the
+        # teacher's directions instead of spending the loss on its norm
+        emb = F.normalize(student._embed(s1).float(), dim=-1)
+        loss = F.mse_loss(emb, target.float()) if "mse" in terms else emb.new_zeros(())
+        if "sim" in terms:
+            loss = loss + params.sim_weight * losses.cosine_matrix_mse(emb, target)
+        return loss
+
+    return batch_loss
+
+
+def frame(sentences: list[str], emb: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"sentence": sentences, "embedding": list(emb.astype(np.float32))})
+
+
+def write_meta(path: Path, meta: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2) + "\n")

@@ -1,0 +1,79 @@
+"""embed: embedding distillation (pldistill.embedding). The teacher embeds the sentences once
+(data/embed/teacher.parquet, a versioned artifact), and the student (student.model, student.layers) learns
+those embeddings for embed.epochs; stage distill then starts from models/embed. With embed.epochs 0, or a
+recipe that distils in its own way (trans-encoder, rtt-ensemble), it writes notes and the student starts
+from student.model."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pldistill import cards, embedding, schemas
+from pldistill.config import EMBED_RECIPES, Params
+from pldistill.datasets import gold_dir
+from pldistill.io import write_csv_rows, write_json, write_note_dir
+from pldistill.models import BiEncoder
+from pldistill.runtime import run_stage, seed_all
+from pldistill.teachers import Teacher
+from pldistill.training import fit_at, split_scores
+
+
+def skipped(params: Params) -> str | None:
+    """Why stage embed does nothing in this run, or None."""
+    if params.embed.epochs == 0:
+        return "embedding distillation is off (embed.epochs 0): the student starts from student.model"
+    if params.recipe not in EMBED_RECIPES:
+        return (f"recipe {params.recipe} does not start its student from stage embed (its own distillation runs in "
+                f"stage distill); embedding distillation applies to {' and '.join(EMBED_RECIPES)}")
+    return None
+
+
+def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path) -> dict:
+    """Write the teacher's embeddings (``out``) and the student that learned them (``model``); return the report."""
+    why = skipped(params)
+    if why:
+        print(f"embed: {why}")
+        for d in (out, model):
+            write_note_dir(d, why)
+        write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [])
+        result = {"epochs": params.embed.epochs, "skipped": why}
+        write_json(report, result)
+        return result
+    ep, sp, ev = params.embed, params.student, params.evaluate
+    rng, gen = seed_all(params.seed)
+    sentences, counts = embedding.gather(ep, clean, params.augment.unicode_form, params.augment.min_chars, rng)
+    tutor = Teacher.load(teacher, params.teacher.max_length)
+    members = embedding.bi_members(tutor)
+    t0 = time.perf_counter()
+    raw = embedding.teacher_embeddings(members, tutor.labeller(teacher), sentences, params.label.batch_size,
+                                       params.label.bf16)
+    encode_seconds = time.perf_counter() - t0
+    schemas.write(out / embedding.TEACHER_FILE, embedding.frame(sentences, raw), schemas.EMBEDDINGS)
+    student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+    target, projection = embedding.targets(raw, student.model.get_sentence_embedding_dimension(), ep)
+    embedding.write_meta(out / "meta.json", {"teacher": tutor.labeller(teacher), "width": int(raw.shape[1]),
+                                             "sentences": counts, "projection": projection})
+    dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    start = split_scores(student, scored, ev)
+    res = fit_at(student, embedding.embed_loss(student, ep), sentences, sentences, target, dev, ep, ev, gen,
+                 desc="embed")
+    loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",
+            "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
+    student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {
+        "dataset": params.data.name, "sentences": len(sentences),
+        "teacher": " + ".join(m.describe for m in tutor.members),
+        "loss": loss[ep.loss] + ("" if projection == "none" else " (teacher projected by PCA)"),
+        **cards.fit_facts(res.summary(), ep), "seed": params.seed},
+        "A bi-encoder that learned its teacher's sentence embeddings; stage distill trains it on pairs next."))
+    res.write_curve(curve)
+    result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": int(raw.shape[1]),
+              "projection": projection, "loss": ep.loss, "encode_seconds": round(encode_seconds, 1),
+              "start": start, "after": split_scores(student, scored, ev), **res.summary()}
+    write_json(report, result)
+    return result
+
+
+if __name__ == "__main__":
+    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve"])

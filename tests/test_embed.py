@@ -1,0 +1,202 @@
+"""Stage embed (embedding distillation) and the given pairs (data.unscored, sample.strategy given)."""
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pldistill import embedding, given, losses, sampling, schemas
+from pldistill.config import ConfigError, EmbedParams, parse_params
+from pldistill.datasets import DataError
+from pldistill.models import BiEncoder
+from tests.conftest import run_chain
+
+
+def _with(params, **sections):
+    raw = params.model_dump(mode="json")
+    for name, values in sections.items():
+        raw[name] = {**raw[name], **values}
+    return parse_params(raw)
+
+
+@pytest.fixture(scope="module")
+def other_tiny(tiny_model_dir, tmp_path_factory):
+    """The tiny model's architecture with other random weights: a student that starts far from its teacher."""
+    from transformers import BertModel
+
+    out = tmp_path_factory.mktemp("other-tiny")
+    shutil.copytree(tiny_model_dir, out, dirs_exist_ok=True)
+    torch.manual_seed(1)
+    BertModel(BertModel.from_pretrained(tiny_model_dir).config).save_pretrained(out, safe_serialization=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def embedded(chains, other_tiny, tmp_path_factory):
+    """The augsbert chain again from stage teacher, with a bi-encoder teacher used as given, a student of other
+    weights, a corpus and embedding distillation on."""
+    chain = chains("augsbert")
+    root = chain.copy_to(tmp_path_factory.mktemp("embedded"))
+    corpus = root / "corpus.txt"
+    test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
+    corpus.write_text("a garden story about the river\nok\n" + test["sentence1"].iloc[0] + "\n")
+    params = _with(chain.params, teacher={"kind": "bi", "finetune": False}, student={"model": str(other_tiny)},
+                   embed={"epochs": 3, "lr": 1e-3, "batch_size": 8, "corpus": str(corpus), "select": "last"})
+    result = run_chain(params, root, ("teacher", "embed", "distill", "evaluate"))
+    return params, root, result
+
+
+def test_embed_writes_the_teachers_embeddings_and_a_student_that_learned_them(embedded):
+    params, root, _ = embedded
+    report = json.loads((root / "metrics/embed.json").read_text())
+    frame = schemas.read(root / "data/embed/teacher.parquet", schemas.EMBEDDINGS)
+    assert len(frame) == report["sentences"] == len(set(frame["sentence"]))
+    # every dev and test sentence held out, the corpus' test sentence too; "ok" is below min_chars
+    held = set()
+    for split in ("dev", "test"):
+        df = schemas.read(root / f"data/clean/{split}.parquet", schemas.PAIRS)
+        held |= set(df["sentence1"]) | set(df["sentence2"])
+    assert not held & set(frame["sentence"]) and report["by_source"]["held_out_eval"] >= 1
+    assert report["by_source"]["corpus"] == 1 and "ok" not in set(frame["sentence"])
+    assert report["projection"] == "none" and report["steps"] > 0
+
+    # the student moved towards the teacher's embeddings: the distance to its targets falls
+    target = np.stack(frame["embedding"].to_numpy())
+    texts = list(frame["sentence"])
+    sp = params.student
+    start = BiEncoder.load(sp.model, sp.max_length).encode(texts, 16, False)
+    learned = BiEncoder.load(str(root / "models/embed"), sp.max_length).encode(texts, 16, False)
+    before, after = (float(np.mean(np.sum((e - target) ** 2, axis=1))) for e in (start, learned))
+    print(f"squared distance to the teacher: {before:.4f} -> {after:.4f}")
+    assert after < 0.5 * before
+
+
+def test_distill_starts_from_the_embedded_student(embedded):
+    _, root, result = embedded
+    card = (root / "models/bi/README.md").read_text()
+    assert "| embedding distillation | 3 epoch(s) first (models/embed) |" in card
+    assert result["bi"]["test"]["spearman"] == json.loads((root / "metrics/eval.json").read_text())["bi"]["test"][
+        "spearman"]
+
+
+def test_embed_off_writes_notes_and_the_student_starts_from_its_model(chains):
+    root = chains("augsbert").root
+    report = json.loads((root / "metrics/embed.json").read_text())
+    assert report["epochs"] == 0 and "embed.epochs 0" in report["skipped"]
+    assert (root / "models/embed/SKIPPED.txt").is_file()
+    assert "embedding distillation" not in (root / "models/bi/README.md").read_text()
+
+
+def test_a_cross_encoder_teacher_is_refused_by_name(tiny_params):
+    with pytest.raises(ConfigError, match=r"embed\.epochs 1: .* every teacher member is a cross-encoder"):
+        _with(tiny_params, teacher={"kind": "cross"}, embed={"epochs": 1})
+
+
+class Counting:
+    """A stand-in bi-encoder: a fixed embedding per text; fails on the call numbered ``fail_at``."""
+
+    def __init__(self, fail_at: int | None = None):
+        self.calls, self.fail_at = 0, fail_at
+
+    def encode(self, texts, batch_size, bf16, progress=False):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise KeyboardInterrupt
+        rows = [np.random.default_rng(abs(hash(t)) % 2**32).normal(size=6) for t in texts]
+        emb = np.asarray(rows, np.float32)
+        return emb / np.linalg.norm(emb, axis=1, keepdims=True)
+
+
+def test_a_killed_encoding_resumes_with_the_chunks_it_finished(tmp_path, monkeypatch):
+    monkeypatch.setattr(embedding, "CHUNK", 4)
+    texts = [f"sentence {i}" for i in range(10)]  # 3 chunks
+    whole = embedding.teacher_embeddings([Counting()], "k", texts, 8, False, root=tmp_path / "a")
+    killed = Counting(fail_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        embedding.teacher_embeddings([killed], "k", texts, 8, False, root=tmp_path / "b")
+    again = Counting()
+    resumed = embedding.teacher_embeddings([again], "k", texts, 8, False, root=tmp_path / "b")
+    assert again.calls == 1 and np.array_equal(resumed, whole)
+    other = Counting()  # another teacher key: nothing reused
+    embedding.teacher_embeddings([other], "k2", texts, 8, False, root=tmp_path / "b")
+    assert other.calls == 3
+
+
+def test_two_members_side_by_side_give_the_mean_of_their_cosines(tmp_path):
+    texts = ["one", "two", "three"]
+    a, b = Counting(), Counting()
+    b.encode = lambda t, *args, **kw: Counting().encode([x + "!" for x in t], 8, False)
+    emb = embedding.teacher_embeddings([a, b], "k", texts, 8, False, root=tmp_path)
+    ea, eb = Counting().encode(texts, 8, False), Counting().encode([t + "!" for t in texts], 8, False)
+    assert np.allclose(emb @ emb.T, (ea @ ea.T + eb @ eb.T) / 2, atol=1e-6)
+
+
+def test_pca_targets_for_a_wider_teacher_and_a_clear_error_without_projection():
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(50, 12)).astype(np.float32)
+    t, how = embedding.targets(emb, 4, EmbedParams(epochs=1))
+    assert how == "pca" and t.shape == (50, 4) and np.allclose(np.linalg.norm(t, axis=1), 1, atol=1e-5)
+    assert np.array_equal(t, embedding.targets(emb, 4, EmbedParams(epochs=1))[0])  # same input, same output
+    assert embedding.targets(emb, 4, EmbedParams(epochs=1, loss="sim"))[1] == "none"
+    with pytest.raises(DataError, match="teacher is 12 wide and the student 4; set embed.projection"):
+        embedding.targets(emb, 4, EmbedParams(epochs=1, projection="none"))
+
+
+def test_cosine_matrix_mse_is_zero_for_the_same_geometry_in_another_width():
+    a = torch.randn(5, 8)
+    q, _ = torch.linalg.qr(torch.randn(12, 12))
+    wide = torch.cat([a, torch.zeros(5, 4)], dim=1) @ q  # the same cosines in 12 dimensions
+    assert losses.cosine_matrix_mse(a, wide) < 1e-10
+    assert losses.cosine_matrix_mse(a, torch.randn(5, 12)) > 0.01
+
+
+# -- given pairs ----------------------------------------------------------------------------------------------
+
+def test_given_pairs_from_a_table_map_columns_and_never_read_scores(tmp_path, tiny_params):
+    table = tmp_path / "unscored.csv"
+    pd.DataFrame({"q1": ["a cat", "a dog", None], "q2": ["the cat", "the dog", "x"], "score": [9, "n/a", 1]}
+                 ).to_csv(table, index=False)
+    data = tiny_params.data.model_copy(update={"unscored": str(table), "columns": {"sentence1": "q1",
+                                                                                 "sentence2": "q2"}})
+    pairs, report = given.read(data, None)
+    assert list(pairs.columns) == ["sentence1", "sentence2"] and len(pairs) == 2
+    assert report["rows"] == 2 and report["dropped"] == {"empty_or_not_text": 1}
+
+
+def test_given_rest_needs_max_train(tiny_params):
+    data = tiny_params.data.model_copy(update={"unscored": "rest"})
+    with pytest.raises(DataError, match="data.unscored rest: .* max_train is null"):
+        given.read(data, None)
+
+
+def test_given_pairs_drop_gold_pairs_of_every_split_either_way_round():
+    gold = {"train": pd.DataFrame({"sentence1": ["A cat sits."], "sentence2": ["A dog runs."], "score": [0.5]}),
+            "test": pd.DataFrame({"sentence1": ["Rain falls."], "sentence2": ["It rains."], "score": [0.9]})}
+    pairs = pd.DataFrame({"sentence1": ["a dog runs.", "It rains.", "Birds sing.", "Birds  sing."],
+                          "sentence2": ["a cat sits.", "Rain falls.", "A bird sings.", "A bird sings."]})
+    kept, report = given.clean(pairs, gold, 4, "NFKC")
+    assert kept.values.tolist() == [["Birds sing.", "A bird sings."]]
+    assert report["dropped"] == {"duplicate": 1, "gold_pair": 2}
+
+
+def test_strategy_given_combines_with_bm25(tiny_params):
+    gold = pd.DataFrame({"sentence1": ["the cat sat", "a dog ran"], "sentence2": ["the cat sat down", "a dog ran off"],
+                         "score": [0.9, 0.8]})
+    given_pairs = pd.DataFrame({"sentence1": ["the cat sat", "new one"], "sentence2": ["the cat sat down", "other"]})
+    sp = parse_params({"data": {"unscored": "rest", "max_train": 5},
+                       "sample": {"strategy": "given+bm25", "top_k": 1}}).sample
+    ctx = sampling.Context(gold, sp, np.random.default_rng(0), 0, given=given_pairs)
+    pairs = sampling.sample(ctx)
+    assert ("new one", "other", "given") in set(map(tuple, pairs.values.tolist()))  # the gold pair is not a candidate
+    assert set(ctx.found) == {"given", "bm25"} and ctx.found["given"] == 1
+    assert set(pairs["strategy"]) <= {"given", "bm25", "given+bm25"}
+
+
+def test_strategy_given_without_unscored_is_refused():
+    with pytest.raises(ConfigError, match="sample.strategy given\\+bm25 .* data.unscored, which is null"):
+        parse_params({"sample": {"strategy": "given+bm25"}})
+    with pytest.raises(ConfigError, match="sample.strategy: expected one of"):
+        parse_params({"sample": {"strategy": "given+kde"}})
