@@ -1,0 +1,160 @@
+"""A fast student that keeps its teacher's quality (issue 24), on STS Benchmark: the README's table.
+
+The 3-layer MiniLM (layers [0, 2, 4] of all-MiniLM-L6-v2, about 2x its encode speed) learns from the whole
+MiniLM used as given (a bi-encoder teacher), on 1,000 gold training pairs (996 after cleaning). The other
+STS-B training pairs are the given pairs (data.unscored: rest), their scores never read. Rows differ only
+in what the student learns: gold only; + the teacher's embeddings (stage embed); + the teacher's labels of
+the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus, see benchmarks/corpus.py).
+
+Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
+with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
+Prints a Markdown table and writes OUT/results.json.
+
+    python benchmarks/fast_student.py --stsb ../shared/data/Stsbenchmark.tar.gz --out /tmp/fast-student
+    python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-given --seeds 42,43,44
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
+
+from pldistill import schemas
+from pldistill.config import Params, parse_params
+from pldistill.models import BiEncoder, native_bf16
+from pldistill.recipes.base import encode_speed
+from pldistill.training import split_scores
+from stages.augment import augment
+from stages.distill import distill
+from stages.download import download
+from stages.embed import embed
+from stages.gold import gold
+from stages.label import label
+from stages.sample import sample
+from stages.teacher import teacher
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_SEED = 42  # the gold subset and the given pairs are the same for every student seed
+MINILM = "bundled:all-MiniLM-L6-v2"
+# Every row: the pruned student as params.yaml trains it (lr 1e-4, 2 epochs), the whole MiniLM as given.
+COMMON = {
+    "data": {"dataset": "stsb", "max_train": 1000, "unscored": "rest"},
+    "teacher": {"model": MINILM, "kind": "bi", "finetune": False, "members": [], "layers": None},
+    "student": {"model": MINILM, "layers": [0, 2, 4]},
+}
+EMBED = {"epochs": 3, "lr": 2.0e-4}  # the embedding step of the rows that have one
+# Rows: sample.strategy, the embed section (None: off), whether --corpus joins the sentences.
+ROWS = {
+    "gold-only": ("none", None, False),
+    "given": ("given", None, False),
+    "embed-gold": ("none", EMBED, False),
+    "embed-given": ("given", EMBED, False),
+    "embed-corpus-given": ("given", EMBED, True),
+}
+
+
+def params_for(stsb: str, row: str, seed: int, corpus: str | None) -> Params:
+    strategy, emb, with_corpus = ROWS[row]
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in COMMON.items():
+        raw[section].update(values)
+    raw["data"]["source"] = stsb
+    raw["seed"] = seed
+    raw["sample"]["strategy"] = strategy
+    raw["embed"].update({**(emb or {"epochs": 0}), "corpus": corpus if with_corpus else None})
+    if with_corpus and not corpus:
+        raise SystemExit(f"row {row} needs --corpus (python benchmarks/corpus.py --out ...)")
+    return parse_params(raw)
+
+
+def once(report: Path, fn, *args) -> float:
+    """Run a stage function unless its report exists (resume); the seconds it took (0: reused)."""
+    if report.is_file():
+        return 0.0
+    t0 = time.perf_counter()
+    fn(*args)
+    return round(time.perf_counter() - t0, 1)
+
+
+def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None) -> dict:
+    p = params_for(stsb, row, seed, corpus)
+    data_p = p.model_copy(update={"seed": DATA_SEED})
+    strategy, emb, with_corpus = ROWS[row]
+    base, clean = out / "base", out / "base/data/clean"
+    t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
+    t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
+    t["teacher"] = once(base / "teacher.json", teacher, data_p, clean, base / "teacher", base / "teacher.json",
+                        base / "teacher-dev.csv")
+    g = out / f"gold-s{seed}"
+    t["gold"] = once(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "dev.csv")
+    pairs = out / f"pairs-{strategy}"
+    t["sample"] = once(pairs / "sample.json", sample, data_p, clean, g / "model", pairs / "data", pairs / "sample.json")
+    silver = out / f"silver-{strategy}"
+    t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", base / "teacher", silver / "data",
+                      silver / "label.json", silver / "density.csv")
+    e = out / (f"embed-{'corpus-' if with_corpus else ''}s{seed}" if emb else "embed-off")
+    t["embed"] = once(e / "embed.json", embed, p, clean, base / "teacher", e / "data", e / "model", e / "embed.json",
+                      e / "dev.csv")
+    r = out / "rows" / f"{row}-s{seed}"
+    if row == "gold-only":  # the gold-only student is stage gold's model
+        r.mkdir(parents=True, exist_ok=True)
+        if not (r / "distill.json").is_file():
+            shutil.copytree(g / "model", r / "bi", dirs_exist_ok=True)
+            (r / "distill.json").write_text(json.dumps(json.loads((g / "gold.json").read_text())))
+    t["distill"] = once(r / "distill.json", distill, p, clean, pairs / "data", silver / "data", base / "teacher",
+                        r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "dev.csv", r / "cycles.csv",
+                        e / "model")
+    scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
+    scores = r / "scores.json"
+    if not scores.is_file():
+        student = BiEncoder.load(str(r / "bi"), p.student.max_length)
+        scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate),
+                                      "speed": encode_speed(student, p.student, scored["dev"], p.evaluate)}))
+    tscores = base / "teacher-scores.json"
+    if not tscores.is_file():
+        whole = BiEncoder.load(MINILM, p.teacher.max_length)
+        tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
+    embed_report = json.loads((e / "embed.json").read_text())
+    return {"row": row, "seed": seed, **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
+            "embed_only": embed_report.get("after"), "embed_sentences": embed_report.get("by_source"),
+            "silver_pairs": json.loads((silver / "label.json").read_text()).get("silver_pairs"), "seconds": t}
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| row | seed | test | dev | embedding step alone (test) | speed-up | silver pairs |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        alone = r["embed_only"]["test"]["spearman"] if r["embed_only"] else ""
+        lines.append(f"| {r['row']} | {r['seed']} | {r['student']['test']['spearman']} | "
+                     f"{r['student']['dev']['spearman']} | {alone} | {r['speed']['speedup']}x | {r['silver_pairs']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stsb", required=True, help="the official STS Benchmark archive (Stsbenchmark.tar.gz)")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--seeds", default="42")
+    ap.add_argument("--corpus", default=None, help="a .txt of plain sentences (benchmarks/corpus.py makes one)")
+    a = ap.parse_args()
+    flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
+    print(json.dumps(flags))
+    results = []
+    for seed in map(int, a.seeds.split(",")):
+        for row in a.rows.split(","):
+            results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus))
+            print(table(results[-1:]).splitlines()[-1], flush=True)
+    (a.out / "results.json").write_text(json.dumps({"flags": flags, "rows": results}, indent=2))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
