@@ -322,6 +322,12 @@ class BiEncoder(_Backended, Trainable):
     def max_length(self) -> int:
         return self.model.max_seq_length
 
+    @property
+    def dim(self) -> int:
+        """The width of its sentence embeddings (sentence-transformers renamed the getter in 5.x)."""
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return get()
+
     @max_length.setter
     def max_length(self, value: int) -> None:
         self.model.max_seq_length = value

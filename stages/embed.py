@@ -51,7 +51,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     encode_seconds = time.perf_counter() - t0
     schemas.write(out / embedding.TEACHER_FILE, embedding.frame(sentences, raw), schemas.EMBEDDINGS)
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
-    target, projection = embedding.targets(raw, student.model.get_sentence_embedding_dimension(), ep)
+    target, projection = embedding.targets(raw, student.dim, ep)
     embedding.write_meta(out / "meta.json", {"teacher": tutor.labeller(teacher), "width": int(raw.shape[1]),
                                              "sentences": counts, "projection": projection})
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)

@@ -167,7 +167,7 @@ class Ensemble:
         if not names:
             raise ModelError(f"{file}: lists no members; rerun stage teacher (`dvc repro -f -s teacher`)")
         members = [BiEncoder.load(str(path / n), max_length) for n in names]
-        dims = {m.model.get_sentence_embedding_dimension() for m in members}
+        dims = {m.dim for m in members}
         if len(dims) > 1:
             raise ModelError(f"{path}: members embed in different sizes {sorted(dims)}; an average needs one")
         return cls(members, names, dev, how, temperature, str(path))
@@ -187,7 +187,7 @@ class Ensemble:
 
     @property
     def dim(self) -> int:
-        return self.members[0].model.get_sentence_embedding_dimension()
+        return self.members[0].dim
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:
@@ -225,7 +225,7 @@ def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def check_dims(student: BiEncoder, teacher_dim: int, where: Path) -> None:
-    dim = student.model.get_sentence_embedding_dimension()
+    dim = student.dim
     if dim != teacher_dim:
         raise ModelError(f"{where}: the ensemble embeds in {teacher_dim} dimensions, the student "
                          f"({student.name}) in {dim}; MAE needs one size: pick a student.model of width {teacher_dim}")
