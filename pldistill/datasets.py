@@ -195,6 +195,8 @@ def _decompress(data: bytes, where: str | Path) -> bytes:
         return data
     try:
         out = _unzip(data, where) if kind == "zip" else unpack(data)
+    except DataError:
+        raise
     except (OSError, EOFError, ValueError, lzma.LZMAError, zipfile.BadZipFile, zlib.error) as err:
         raise DataError(f"{where}: {kind}-compressed (its first bytes say so) but it does not decompress ({err}); "
                         f"it may be truncated: copy or compress it again, or save it uncompressed") from None
@@ -603,9 +605,10 @@ def load_table(path: Path, params: DataParams, rng: np.random.Generator,
     df, unparseable = read_table(path, bad_lines)
     if df.empty:
         seen = f": {'; '.join(bad_lines)}" if bad_lines else ""
+        form = ("one JSON object per line (JSON Lines, not one JSON array)" if path.suffix.lower() == ".jsonl"
+                else "a header line and one row per sentence pair")
         raise DataError(f"{path}: no rows to read (columns {list(df.columns)}; {unparseable} line(s) that did not "
-                        f"parse{seen}); expected a header line and one row per sentence pair"
-                        f"{_one_column_hint(list(df.columns), path)}")
+                        f"parse{seen}); expected {form}{_one_column_hint(list(df.columns), path)}")
     mapping = {"sentence1": "sentence1", "sentence2": "sentence2", "score": "score", "split": "split"}
     mapping.update(params.columns)
     need = [mapping[c] for c in ("sentence1", "sentence2", "score")]
@@ -706,7 +709,7 @@ def _fix(reason: str, dropped: Drops, params: DataParams) -> str:
     """What to change when ``reason`` dropped too many rows."""
     if reason == "score_out_of_range" and dropped.span:
         lo, hi = dropped.span
-        stated = list(params.score_range) if params.score_range else "not set for this dataset"
+        stated = "[{:g}, {:g}]".format(*params.score_range) if params.score_range else "fixed for this dataset"
         return (f"The scores span {lo:g}..{hi:g} and data.score_range is {stated}: set data.score_range to the "
                 f"scale they are on (e.g. -S 'data.score_range=[{math.floor(lo)},{math.ceil(hi)}]')")
     column = params.columns.get("score", "score")
@@ -753,7 +756,7 @@ def _degenerate(scores: pd.Series) -> str:
     if len(values) > 1:
         return ""
     if values[0] in (0.0, 1.0):
-        return f"has only label {values[0]:g} ({len(scores)} pairs)"
+        return f"has only label {values[0]:g}, in all {len(scores)} pairs"
     return f"has {len(scores)} pairs that all score {values[0]:g}"
 
 
