@@ -21,7 +21,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.test_bad_input import CASES, outcome  # the case table lives in one place
 
-LABELS = {"error": "clear errors", "drop": "counted drops", "ok": "read correctly", "failure": "failures"}
+LABELS = {"error": "clear errors", "drop": "counted drops", "warn": "warnings", "ok": "read correctly",
+          "failure": "failures"}
 
 
 def main() -> int:

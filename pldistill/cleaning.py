@@ -24,8 +24,10 @@ def normalise(text: str, form: str = "NFKC") -> str:
 
 
 def sentence_key(text: str) -> str:
-    """A sentence as duplicates are found: normalised (NFKC, spacing, repeated marks) and case-folded."""
-    return normalise(text, "NFKC").casefold()
+    """A sentence as duplicates are found: without invisible format characters (zero-width spaces, soft hyphens,
+    direction marks), normalised (NFKC, spacing, repeated marks) and case-folded."""
+    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return normalise(visible, "NFKC").casefold()
 
 
 def pair_keys(df: pd.DataFrame) -> list[str]:

@@ -118,7 +118,7 @@ class Loaded:
 
 def _not_text(col: pd.Series) -> pd.Series:
     """Cells holding a list, a dict or another container (JSON Lines): not a sentence, whatever str() makes of it."""
-    return col.map(lambda v: isinstance(v, (list, dict, tuple, set, np.ndarray)))
+    return col.map(lambda v: isinstance(v, (list, dict, tuple, set, np.ndarray))).astype(bool)  # bool when empty
 
 
 def _clean_rows(df: pd.DataFrame, lo: float, hi: float, where: str, dropped: Drops,
@@ -641,7 +641,9 @@ def load_table(path: Path, params: DataParams, rng: np.random.Generator,
         canon = df["split"].astype(str).str.strip().str.lower().map(_SPLIT_ALIASES)
         unknown = sorted(set(df.loc[canon.isna(), "split"].astype(str)))
         if unknown:
-            raise DataError(f"{path}: split column has values {unknown[:5]}; expected train, dev (or validation), test")
+            header = " (a header line inside the file? two files joined?)" if mapping["split"] in unknown else ""
+            raise DataError(f"{path}: split column has values {unknown[:5]}{header}; expected train, dev (or "
+                            f"validation), test")
         splits = {s: _clean_rows(df[canon == s], *score_range, f"{path.name}[{s}]", dropped) for s in SPLITS}
     else:
         clean, duplicates = merge_copies(_clean_rows(df, *score_range, path.name, dropped), path.name, dropped)

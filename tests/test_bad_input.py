@@ -540,7 +540,181 @@ ISSUE26 = [
 ]
 
 
-CASES: list[Case] = TABLES + PARAMS + ARTIFACTS + MODELS + ARCHIVES + ISSUE26
+
+# --------------------------------------------------------------------------- issue 26: thirty more of our own
+def jsonl_rows(*rows: str) -> bytes:
+    """Extra JSON Lines rows (split train), written as given (NaN, Infinity, lists: what json.dumps will not)."""
+    return b"".join(b'{"split": "train", ' + r.encode() + b"}\n" for r in rows)
+
+
+def disk_full(failing: str, error: OSError) -> Run:
+    """Run download once, then again with ``error`` raised while writing the file named ``failing`` (its
+    temporary, ``.<name>.<pid>...``): the error must name it, and every file of the first run stay as it was,
+    with no temporary left beside it."""
+    def run(tmp: Path, mp: pytest.MonkeyPatch) -> Seen | None:
+        path, _, _ = table(".csv")(tmp)
+        params = parse_params({"data": {"dataset": str(path)}})
+        with contextlib.redirect_stdout(io.StringIO()):
+            download(params, tmp / "raw", tmp / "download.json")
+        before = {p: p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
+        write_table, write_text = pq.write_table, Path.write_text
+
+        def parquet(table: object, where: object, **kwargs: object) -> None:
+            if Path(str(where)).name.startswith(f".{failing}."):
+                raise error
+            write_table(table, where, **kwargs)
+
+        def text(self: Path, data: str, *args: object, **kwargs: object) -> int:
+            if self.name.startswith(f".{failing}."):
+                raise error
+            return write_text(self, data, *args, **kwargs)
+
+        mp.setattr(pq, "write_table", parquet)
+        mp.setattr(Path, "write_text", text)
+        try:
+            download(params, tmp / "raw", tmp / "download.json")
+        finally:
+            after = {p: p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
+            if after != before:
+                raise Broken(f"the failed write changed or left files: {sorted(set(after) ^ set(before))}")
+        return None
+    return run
+
+
+NAMED = "pairs-\udce9.csv"  # a latin-1 byte in the file name (os.fsdecode's surrogate): not UTF-8
+MORE = [
+    Case("csv: UTF-16 with its byte-order mark (Excel's 'Unicode text')", "ok",
+         staged(lambda tmp: (_utf16(table(".csv")(tmp)))), (r"note: pairs\.csv is UTF-16; read it as such",)),
+    Case("csv: mixed encodings (UTF-8, then a cp1252 line)", "error",
+         staged(table(".csv", pair("café crème au lait", "a b c"), extra="naïve,d e f,0.5,train\n".encode("cp1252"))),
+         (r"pairs\.csv: line 23 is not UTF-8 \(byte 0xef at column 3\)", "save the file as UTF-8")),
+    Case("csv: two files joined (the second's byte-order mark and header mid-file)", "error",
+         staged(table(".csv", extra="\ufeffsentence1,sentence2,score,split\n".encode(), extra_rows=1)),
+         (r"split column has values \['split'\] \(a header line inside the file\? two files joined\?\)",)),
+    Case("csv, no split column: two files joined (a header line mid-file)", "drop",
+         staged(lambda tmp: _rewrite(csv_of(numbered(40))(tmp), lambda b: b + "\ufeff".encode() + HEADER, 1)),
+         ("score_not_a_number=1",)),
+    Case("csv: a row with too few fields", "drop",
+         staged(table(".csv", extra=b"a b c,d e f\n", extra_rows=1)), ("unparseable_line=1",)),
+    Case("tsv: a row with too few fields", "drop",
+         staged(table(".tsv", extra=b"a b c\td e f\n", extra_rows=1)), ("unparseable_line=1",)),
+    Case("jsonl: NaN score (a bare NaN)", "drop",
+         staged(table(".jsonl", extra=jsonl_rows('"sentence1": "a b c", "sentence2": "d e f", "score": NaN'),
+                      extra_rows=1)), ("score_not_a_number=1",)),
+    Case("jsonl: Infinity score", "drop",
+         staged(table(".jsonl", extra=jsonl_rows('"sentence1": "a b c", "sentence2": "d e f", "score": -Infinity'),
+                      extra_rows=1)), ("score_not_a_number=1",)),
+    Case("csv: -inf score", "drop", staged(table(".csv", pair(score="-inf"))), ("score_not_a_number=1",)),
+    Case("csv: an empty score cell", "drop", staged(table(".csv", pair(score=""))), ("score_not_a_number=1",)),
+    Case("csv: a score of 1e400 (beyond float)", "drop", staged(table(".csv", pair(score="1e400"))),
+         ("score_not_a_number=1",)),
+    Case("tsv: a decimal comma (0,5)", "drop", staged(table(".tsv", pair(score="0,5"))), ("score_not_a_number=1",)),
+    Case("jsonl: a sentence that is a list", "drop",
+         staged(table(".jsonl", extra=jsonl_rows('"sentence1": ["a", "b"], "sentence2": "d e f", "score": 0.5'),
+                      extra_rows=1)), ("sentence_not_text=1",)),
+    Case("jsonl: a score written as a string", "ok",
+         staged(table(".jsonl", extra=jsonl_rows('"sentence1": "a b c", "sentence2": "d e f", "score": "0.5"'),
+                      extra_rows=1))),
+    Case("jsonl: a sentence that is a number", "ok",
+         staged(table(".jsonl", extra=jsonl_rows('"sentence1": 2024, "sentence2": "the year it was", "score": 0.5'),
+                      extra_rows=1))),
+    Case("parquet: a 1,000,000-character cell", "drop", staged(table(".parquet", pair("x" * 1_000_000))),
+         ("too_long=1",)),
+    Case("tsv: a 100,000-character cell", "drop", staged(table(".tsv", pair(sentence2="word " * 20_000))),
+         ("too_long=1",)),
+    Case("csv: a NUL byte inside a sentence (kept; augment turns it into a space)", "ok",
+         staged(table(".csv", pair("a b\x00c")))),
+    Case("csv: separated by semicolons", "error",
+         staged(raw_file("semi.csv", HEADER.replace(b",", b";") + b"a b c;d e f;0.5\n" * 20, 20)),
+         (r"found \['sentence1;sentence2;score'\]", r"one column holding semicolons: save the file with commas")),
+    Case("csv: separated by tabs (a .tsv named .csv)", "error",
+         staged(raw_file("tabs.csv", HEADER.replace(b",", b"\t") + b"a b c\td e f\t0.5\n" * 20, 20)),
+         (r"one column holding tabs: save the file as \.tsv \(it is read as \.csv\)",)),
+    Case("csv: header names padded with spaces", "ok",
+         staged(lambda tmp: _rewrite(table(".csv")(tmp), lambda b: b.replace(b"sentence1,", b" sentence1 ,", 1)))),
+    Case("csv: header names capitalised", "error",
+         staged(raw_file("caps.csv", b"Sentence1,Sentence2,Score\n" + b"a b c,d e f,0.5\n" * 20, 20)),
+         (r"expected columns \['sentence1', 'sentence2', 'score'\]; found \['Sentence1', 'Sentence2', 'Score'\]",
+          "map yours with data.columns")),
+    Case("csv: a Parquet file named .csv", "error",
+         staged(lambda tmp: (GOOD.to_parquet(tmp / "p.csv"), (tmp / "p.csv", 20, GOOD))[1]),
+         (r"p\.csv: this is a Parquet file: name it \.parquet",)),
+    Case("csv: an Excel workbook named .csv", "error",
+         staged(raw_file("book.csv", zip_of({"[Content_Types].xml": b"<x/>", "xl/workbook.xml": b"<x/>"}))),
+         (r"book\.csv: an Excel workbook \(\.xlsx\), not text; export the sheet as CSV",)),
+    Case("csv: zstd-compressed, named .csv", "error",
+         staged(raw_file("z.csv", b"\x28\xb5\x2f\xfd" + bytes(40))), (r"z\.csv: this is zstd-compressed",)),
+    Case("jsonl: one JSON array, not JSON Lines", "error",
+         staged(raw_file("array.jsonl", json.dumps(GOOD.to_dict("records")).encode(), 20)),
+         (r"array\.jsonl: no rows to read", r"line 1: not a JSON object: '\[\{", "one JSON object per line")),
+    Case("csv: a file name that is not UTF-8 (a latin-1 byte)", "ok",
+         staged(lambda tmp: _renamed(table(".csv")(tmp), NAMED))),
+    Case("csv: a UTF-8 folder and file name (données/paires.csv)", "ok",
+         staged(lambda tmp: _renamed(table(".csv")(tmp), "données/paires.csv"))),
+    Case("csv: a split column with no dev row", "error",
+         staged(csv_of(GOOD.assign(split=["train"] * 18 + ["test"] * 2))),
+         (r"no valid rows left in split 'dev'", r"'dev': 0")),
+    Case("csv: split names in other cases and spacing (Train, ' TEST ', validation)", "ok",
+         staged(csv_of(GOOD.assign(split=["Train"] * 16 + ["validation"] * 2 + [" TEST "] * 2)))),
+    Case("csv: a split column with empty cells", "error",
+         staged(csv_of(GOOD.assign(split=["train"] * 15 + [""] + ["dev"] * 2 + ["test"] * 2))),
+         (r"split column has values \[''\]; expected train, dev \(or validation\), test",)),
+    Case("disk full while writing a Parquet (pyarrow's error)", "error",
+         disk_full("train.parquet", OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")),
+         (r"raw/pairs/train\.parquet: could not write it: No space left on device", "Nothing was put in its place",
+          r"free space there \(df -h")),
+    Case("disk full while writing download.json (errno ENOSPC)", "error",
+         disk_full("download.json", OSError(errno.ENOSPC, "No space left on device")),
+         (r"download\.json: could not write it: No space left on device",)),
+    Case("a read-only file system under data/raw", "error",
+         disk_full("dev.parquet", OSError(errno.EROFS, "Read-only file system")),
+         (r"dev\.parquet: could not write it: Read-only file system", "make it writable")),
+    Case("params: a key given twice", "error", params_file("seed: 1\ndata:\n  dataset: demo\nseed: 2\n"),
+         (r"params\.yaml: not valid YAML: key 'seed' is given twice \(first on line 1\); keep one", "line 4")),
+    Case("params: an empty file", "error", params_file("# all keys commented out\n"),
+         (r"params\.yaml: empty \(no keys at all\)", "git checkout params.yaml")),
+    bad_param("data.max_drop_share", 1.5, "Input should be less than or equal to 1"),
+    bad_param("data.split_by", "group", "Input should be 'pair' or 'sentence'"),
+    bad_param("data.dataset", "pairs.csv.gz", r"expected one of demo.*a compressed table is read as one: name it"),
+    bad_param("lr", 1e-4, r"unknown key \(did you mean teacher\.lr or student\.lr"),
+    Case("csv, no split column: one pair written 40 times", "error",
+         staged(csv_of(numbered(1).loc[[0] * 40], good=GOOD.iloc[:0])),
+         (r"no valid rows left in split 'train' \(rows per split: \{'train': 0, 'dev': 1, 'test': 0\}",
+          r"duplicate': 39")),
+    Case("csv (0/1 labels), no split column: copies of a pair labelled 0 and 1", "drop",
+         staged(csv_of(pd.concat([numbered(40, score=lambda i: i % 2), numbered(1, score=lambda i: 1)]),
+                       good=numbered(40, score=lambda i: i % 2).iloc[1:])),
+         ("duplicate=1", "duplicate_conflict=1")),
+    Case("csv, no split column: copies differing in Unicode form (full-width letters, no-break and zero-width "
+         "spaces)", "drop",
+         staged(csv_of(pd.concat([numbered(40), numbered(3).assign(
+             sentence1=lambda d: d["sentence1"].str.replace("cat", "\uff43\uff41\uff54"),
+             sentence2=lambda d: d["sentence2"].str.replace(" ", "\u00a0").str.replace("dog", "d\u200bog"))]),
+             good=numbered(40))), ("duplicate=3",)),
+    Case("csv: old Mac line endings (CR only)", "ok",
+         staged(lambda tmp: _rewrite(table(".csv")(tmp), lambda b: b.replace(b"\n", b"\r")))),
+]
+
+
+def _utf16(made: tuple[Path, int, pd.DataFrame]) -> tuple[Path, int, pd.DataFrame]:
+    path = made[0]
+    path.write_bytes(path.read_bytes().decode("utf-8").encode("utf-16"))  # Python's utf-16 writes the mark
+    return made
+
+
+def _rewrite(made: tuple[Path, int, pd.DataFrame], change: Callable[[bytes], bytes],
+             rows_added: int = 0) -> tuple[Path, int, pd.DataFrame]:
+    made[0].write_bytes(change(made[0].read_bytes()))
+    return made[0], made[1] + rows_added, made[2]
+
+
+def _renamed(made: tuple[Path, int, pd.DataFrame], name: str) -> tuple[Path, int, pd.DataFrame]:
+    path = made[0].parent / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made[0].rename(path)
+    return path, *made[1:]
+
+CASES: list[Case] = TABLES + PARAMS + ARTIFACTS + MODELS + ARCHIVES + ISSUE26 + MORE
 
 
 # --------------------------------------------------------------------------- judging a case
@@ -574,7 +748,7 @@ def outcome(case: Case, tmp: Path, mp: pytest.MonkeyPatch) -> tuple[str, str]:
         return "failure", f"FAILURE: raw {type(err).__name__}: {(str(err).strip() or '-').splitlines()[0]}"
     else:
         kind, seen = _judged(result)
-    seen = seen.replace(f"{tmp}/in/", "").replace(f"{tmp}/", "")
+    seen = seen.replace(f"{tmp}/in/", "").replace(f"{tmp}/", "").replace(str(tmp), ".")
     if kind != case.expect:
         return "failure", f"FAILURE: expected {case.expect}, got {kind}: {seen}"
     for want in case.must:

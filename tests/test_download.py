@@ -3,6 +3,7 @@ import json
 import tarfile
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -339,3 +340,101 @@ def test_named_datasets_know_their_task(tmp_path, dataset, task):
         write_sick_zip(tmp_path / "src/SICK.zip")
     params = parse_params({"data": {"dataset": dataset, "source": str(tmp_path / "src"), **LENIENT}})
     assert download(params, tmp_path / "raw", tmp_path / "download.json")["task"] == task
+
+
+# ----------------------------------------------------------------- issue 26: copies merged before the split
+def pairs_table(n: int, score=lambda i: (i % 5) / 4) -> pd.DataFrame:
+    return pd.DataFrame({"sentence1": [f"the cat number {i} sat" for i in range(n)],
+                         "sentence2": [f"a dog number {i} ran" for i in range(n)],
+                         "score": [score(i) for i in range(n)]})
+
+
+def test_a_table_without_copies_is_split_as_before(tmp_path):
+    """The group split, with one pair per group, draws the same permutation and cuts as the row split it
+    replaced: tables without copies (the demo has a split column anyway) keep their splits."""
+    path = tmp_path / "t.csv"
+    pairs_table(103).to_csv(path, index=False)
+    loaded = datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 11)
+    order = np.random.default_rng(11).permutation(103)  # the row split: 10 dev, 10 test, the rest train
+    before = {"dev": np.sort(order[:10]), "test": np.sort(order[10:20]), "train": np.sort(order[20:])}
+    for split, rows in before.items():
+        assert loaded.splits[split]["sentence1"].tolist() == [f"the cat number {i} sat" for i in rows]
+    assert loaded.duplicates["copies_merged"] == 0
+
+
+def test_copies_are_merged_before_the_split_with_their_mean_score(tmp_path):
+    base = pairs_table(60)
+    swapped = base.iloc[:30].rename(columns={"sentence1": "sentence2", "sentence2": "sentence1"})
+    shouting = base.iloc[30:40].assign(sentence1=lambda d: d["sentence1"].str.upper() + "  ", score=1.0)
+    path = tmp_path / "t.csv"
+    pd.concat([base, swapped, shouting]).to_csv(path, index=False)
+    loaded = datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 0)
+    merged = pd.concat(loaded.splits.values())
+    assert len(merged) == 60 and loaded.dropped["t.csv:duplicate"] == 40
+    assert datasets.overlap(loaded.splits) == {"dev_in_train": 0, "test_in_train": 0}
+    scores = dict(zip(merged["sentence1"], merged["score"]))
+    assert scores["the cat number 0 sat"] == 0.0 and scores["the cat number 31 sat"] == (0.25 + 1.0) / 2
+    assert loaded.duplicates == {"copies_merged": 40, "pairs_with_copies": 40, "scores_disagreed": 8,
+                                 "score_rule": "mean"}
+
+
+def test_copies_of_a_labelled_pair_take_the_majority_and_a_tie_is_dropped(tmp_path):
+    base = pairs_table(40, score=lambda i: i % 2)
+    extra = pd.DataFrame({"sentence1": ["the cat number 0 sat"] * 2 + ["the cat number 1 sat"],
+                          "sentence2": ["a dog number 0 ran"] * 2 + ["a dog number 1 ran"], "score": [1, 1, 0]})
+    path = tmp_path / "t.csv"
+    pd.concat([base, extra]).to_csv(path, index=False)  # pair 0: 0, 1, 1 -> 1; pair 1: 1, 0 -> a tie
+    loaded = datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 0)
+    merged = pd.concat(loaded.splits.values())
+    assert set(merged["score"]) == {0.0, 1.0} and len(merged) == 39
+    assert merged.loc[merged["sentence1"] == "the cat number 0 sat", "score"].tolist() == [1.0]
+    assert "the cat number 1 sat" not in set(merged["sentence1"])
+    assert loaded.dropped["t.csv:duplicate"] == 3 and loaded.dropped["t.csv:duplicate_conflict"] == 1
+
+
+def test_split_by_sentence_keeps_pairs_that_share_a_sentence_on_one_side(tmp_path):
+    rows = [(f"base {g} is here", f"variant {v} of {g}", v / 3) for g in range(50) for v in range(4)]
+    rows += [(f"variant 0 of {g}", f"variant 1 of {g + 1}", 0.5) for g in range(0, 50, 10)]  # links two groups
+    path = tmp_path / "t.csv"
+    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv(path, index=False)
+    by_pair = datasets.load(parse_params({"data": {"dataset": str(path)}}).data, 0).splits
+    by_sentence = datasets.load(parse_params({"data": {"dataset": str(path), "split_by": "sentence"}}).data, 0).splits
+
+    def shared(splits: dict) -> int:
+        train = set(splits["train"]["sentence1"]) | set(splits["train"]["sentence2"])
+        return sum(len((set(splits[s]["sentence1"]) | set(splits[s]["sentence2"])) & train) for s in ("dev", "test"))
+
+    assert shared(by_pair) > 0 and shared(by_sentence) == 0
+    assert [len(by_sentence[s]) for s in ("dev", "test")] >= [20, 20]  # each got at least its 10%
+    groups = datasets.sentence_groups(pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]))
+    assert groups.max() + 1 == 45  # 50 groups of four, five pairs of them joined
+
+
+@pytest.mark.parametrize(("bad", "stops"), [(5, False), (6, True)])
+def test_a_drop_share_over_max_drop_share_stops_the_load(tmp_path, bad, stops):
+    df = pairs_table(100)
+    df.loc[: bad - 1, "score"] = 7  # out of data.score_range
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    params = parse_params({"data": {"dataset": str(path), "score_range": [0, 1]}}).data  # default 5%
+    if not stops:
+        assert datasets.load(params, 0).dropped["t.csv:score_out_of_range"] == bad
+        return
+    with pytest.raises(datasets.DataError, match=r"6 of 100 rows \(6\.0%\) were dropped as score_out_of_range.*"
+                                                 r"e\.g\. row 1: sentence1='the cat number 0 sat', .*score='7\.0'"):
+        datasets.load(params, 0)
+
+
+def test_download_reports_copies_and_overlap(tmp_path, capsys):
+    df = pairs_table(60).assign(split=["train"] * 40 + ["dev"] * 10 + ["test"] * 10)
+    df.loc[55, ["sentence1", "sentence2"]] = ["A DOG NUMBER 3 RAN", "the cat number 3 sat"]  # train pair 3, swapped
+    df.to_csv(tmp_path / "given.csv", index=False)
+    report = download(parse_params({"data": {"dataset": str(tmp_path / "given.csv")}}), tmp_path / "raw",
+                      tmp_path / "r.json")
+    assert report["overlap"] == {"dev_in_train": 0, "test_in_train": 1} and report["duplicates"] == {}
+    assert "warning: " in capsys.readouterr().out
+    pd.concat([pairs_table(60), pairs_table(20)]).to_csv(tmp_path / "ours.csv", index=False)
+    report = download(parse_params({"data": {"dataset": str(tmp_path / "ours.csv")}}), tmp_path / "raw",
+                      tmp_path / "r.json")
+    assert report["overlap"] == {"dev_in_train": 0, "test_in_train": 0}
+    assert report["duplicates"]["copies_merged"] == 20 and report["dropped"] == {"ours.csv:duplicate": 20}
