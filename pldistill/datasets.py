@@ -733,18 +733,19 @@ def _fix(reason: str, dropped: Drops, params: DataParams) -> str:
 def check_drops(loaded: Loaded, params: DataParams) -> None:
     """Stop when one reason dropped more than data.max_drop_share of the rows read: so large a share is a
     setting that does not fit the file (data.score_range, data.columns), not a few bad rows."""
+    limit = params.max_drop_share
     total = sum(len(df) for df in loaded.splits.values()) + sum(loaded.dropped.values())
     by_reason: Counter = Counter()
     for key, n in loaded.dropped.items():
         by_reason[reason_of(key)] += n
     for reason, n in by_reason.most_common():
         share = n / total
-        if reason in MERGED or share <= params.max_drop_share:
+        if reason in MERGED or share <= limit:
             continue
         shown = "; ".join(loaded.dropped.examples.get(reason, [])) or "none kept"
         raise DataError(
             f"{loaded.source}: {n} of {total} rows ({share:.1%}) were dropped as {reason}, more than "
-            f"data.max_drop_share ({params.max_drop_share:.0%}) allows; e.g. {shown}. "
+            f"data.max_drop_share ({limit:.0%}) allows; e.g. {shown}. "
             f"{_fix(reason, loaded.dropped, params)}; or, to run without those rows, raise data.max_drop_share "
             f"(e.g. -S data.max_drop_share={math.ceil(share * 100) / 100:g})"
         )
