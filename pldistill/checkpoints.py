@@ -64,6 +64,19 @@ def active() -> bool:
     return _root is not None
 
 
+def kept() -> list[tuple[Path, int]]:
+    """The checkpoints the runs inside ``enabled`` have written so far, with the step each holds: what a
+    stage stopped half-way leaves for its rerun to resume from."""
+    found = []
+    for path in sorted(_used):
+        try:
+            found.append((path, int(json.loads((path / STATE).read_text())["step"])))
+        except (OSError, ValueError, KeyError):  # none written yet, or one being replaced
+            continue
+    return found
+
+
+
 def fingerprint(parts: dict) -> str:
     """sha256 over ``parts`` (JSON-able values and tensors) plus the training code: what a run depends on."""
     h = hashlib.sha256()

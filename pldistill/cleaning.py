@@ -23,6 +23,26 @@ def normalise(text: str, form: str = "NFKC") -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def sentence_key(text: str) -> str:
+    """A sentence as duplicates are found: without invisible format characters (zero-width spaces, soft hyphens,
+    direction marks), normalised (NFKC, spacing, repeated marks) and case-folded."""
+    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return normalise(visible, "NFKC").casefold()
+
+
+def pair_keys(df: pd.DataFrame) -> list[str]:
+    """One key per pair: its two sentence keys in sorted order, so a pair, its swap and copies that differ only
+    in case, spacing or Unicode form share it. Joined by NUL, which no normalised sentence holds."""
+    keys = {s: sentence_key(s) for s in {*df["sentence1"], *df["sentence2"]}}  # each sentence once
+    return ["\0".join(sorted((keys[a], keys[b]))) for a, b in zip(df["sentence1"], df["sentence2"])]
+
+
+def in_train(train: pd.DataFrame, other: pd.DataFrame) -> int:
+    """How many pairs of ``other`` also occur in ``train`` (by pair key): test pairs a model may have memorised."""
+    seen = set(pair_keys(train))
+    return sum(k in seen for k in pair_keys(other))
+
+
 def normalise_pairs(df: pd.DataFrame, form: str = "NFKC") -> pd.DataFrame:
     out = df.copy()
     for col in ("sentence1", "sentence2"):

@@ -6,6 +6,7 @@ with a message naming the key, and a bad value names the key and what is allowed
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import re
 from pathlib import Path
@@ -93,6 +94,8 @@ class DataParams(_Section):
     score_range: tuple[float, float] | None = None
     split: SplitParams = SplitParams()
     max_train: int | None = Field(None, gt=0)
+    max_drop_share: float = Field(0.05, ge=0, le=1)  # more rows dropped for one reason stop the run
+    split_by: Literal["pair", "sentence"] = "pair"  # what a table we split keeps on one side
     # pairs without scores for the teacher to label (sample.strategy given): a table path (any score column
     # is never read) | rest: the training pairs max_train left out | null: none
     unscored: str | None = None
@@ -109,9 +112,11 @@ class DataParams(_Section):
     def _known_dataset(cls, v: str) -> str:
         if v in named_datasets() or v.lower().endswith(TABLE_SUFFIXES):
             return v
+        packed = (" (a compressed table is read as one: name it for what it holds, e.g. pairs.csv)"
+                  if v.lower().endswith((".gz", ".bz2", ".xz", ".zip")) else "")
         raise ValueError(
             f"expected one of {', '.join(named_datasets())} or a path ending in "
-            f"{', '.join(TABLE_SUFFIXES)}; found {v!r}"
+            f"{', '.join(TABLE_SUFFIXES)}; found {v!r}{packed}"
         )
 
     _known_task = field_validator("task")(lambda v: v if v is None else _one_of(v, TASKS))
@@ -686,13 +691,37 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
+def _keys_named(name: str, model: type[BaseModel] = Params, prefix: str = "") -> list[str]:
+    """Every dotted key of ``model`` whose last part is ``name`` (a key put in the wrong section)."""
+    found = []
+    for field, info in model.model_fields.items():
+        ann = info.annotation
+        if field == name:
+            found.append(prefix + field)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            found += _keys_named(name, ann, f"{prefix}{field}.")
+    return found
+
+
+def _closest(loc: tuple) -> str:
+    """' (did you mean <key>?)' for an unknown key: the nearest spelling here (difflib), else the same name in
+    other sections; '' when nothing is close."""
+    prefix = "".join(f"{p}." for p in loc[:-1])
+    near = difflib.get_close_matches(str(loc[-1]), _allowed_keys(loc), n=1)
+    if near:
+        return f" (did you mean {prefix}{near[0]}?)"
+    elsewhere = _keys_named(str(loc[-1]))
+    more = ", or another" if len(elsewhere) > 3 else ""
+    return f" (did you mean {' or '.join(elsewhere[:3])}{more}?)" if elsewhere else ""
+
+
 def _describe(err: ValidationError, path: Path) -> str:
     lines = [f"{path}: {err.error_count()} problem(s) in params"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(e["loc"]))
-            lines.append(f"  - {key}: unknown key; allowed here: {allowed}")
+            lines.append(f"  - {key}: unknown key{_closest(e['loc'])}; allowed here: {allowed}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
             found = "" if "found" in msg else f" (found {e.get('input')!r})"
@@ -708,12 +737,30 @@ def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:
         raise ConfigError(_describe(err, Path(path))) from None
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (first on line {seen[key] + 1}); keep one",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_params(path: Path | str = "params.yaml") -> Params:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found (run from the project root)")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeys)  # a SafeLoader: no arbitrary objects
+        if raw is None:
+            raise ConfigError(f"{path}: empty (no keys at all); expected the project's params: restore them "
+                              f"with git checkout {path.name}")
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):

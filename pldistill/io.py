@@ -9,6 +9,7 @@ the same name removes it once that pid is no longer running.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -20,6 +21,35 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+
+class WriteError(OSError):
+    """A pipeline file could not be written (disk full, read-only file system); nothing was put in its place."""
+
+
+# What a full or read-only disk looks like: an errno, or only a message (pyarrow's and safetensors' errors).
+DISK_ERRNOS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
+               errno.EROFS: "Read-only file system", errno.EFBIG: "File too large"}
+
+
+@contextlib.contextmanager
+def _disk_errors(path: Path) -> Iterator[None]:
+    """Turn a full or read-only disk met while writing ``path`` into a WriteError that says so and what to do."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except Exception as err:
+        code = getattr(err, "errno", None)
+        if code not in DISK_ERRNOS:  # pyarrow and safetensors say it in words only
+            code = next((c for c, words in DISK_ERRNOS.items() if words in str(err)), None)
+        if code is None:
+            raise
+        fix = "make it writable" if code == errno.EROFS else f"free space there (df -h {path.parent})"
+        failed = WriteError(f"{path}: could not write it: {DISK_ERRNOS[code]}. Nothing was put in its place (an "
+                            f"earlier version, if any, is untouched); {fix} and run again")
+        failed.errno = code
+        raise failed from None
 
 
 def _umask() -> int:
@@ -75,17 +105,19 @@ def sweep(path: Path) -> list[str]:
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    with _disk_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+        os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are ordinary files
-        fsync(tmp_path)  # the bytes are on disk before the name points at them
-        os.replace(tmp_path, path)
-        fsync(path.parent)
+        with _disk_errors(path):
+            yield tmp_path
+            os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are ordinary files
+            fsync(tmp_path)  # the bytes are on disk before the name points at them
+            os.replace(tmp_path, path)
+            fsync(path.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -113,12 +145,14 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
     previous version at ``.<name>.old`` — never a half-written directory at ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
+    with _disk_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent))
     old = path.with_name(f".{path.name}.old")
     try:
-        yield tmp
+        with _disk_errors(path):
+            yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
         for f in tmp.rglob("*"):
             if f.is_file():

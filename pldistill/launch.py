@@ -11,13 +11,18 @@ reach it; the stage joins their group (pldistill.distributed.join).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import runpy
+import signal
 import sys
 
+import stages  # noqa: F401 -- first: it checks that this Python has the project's packages before config imports them
 from pldistill.config import ConfigError, load_params
 
 USAGE = "python -m pldistill.launch stages.<name> [--params params.yaml] <the stage's options>"
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
 
 
 def command(module: str, args: list[str], processes: int) -> list[str]:
@@ -45,7 +50,16 @@ def main(argv: list[str] | None = None) -> None:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return
     cmd = command(module, args, processes)
+    _die_with_parent()
     os.execv(cmd[0], cmd)
+
+
+def _die_with_parent() -> None:
+    """On Linux, have the kernel send this process (torchrun, once exec'd) SIGTERM when its parent (dvc) dies:
+    torchrun then stops its workers instead of training on, orphaned. Each worker's run_stage also watches."""
+    if sys.platform.startswith("linux"):
+        with_errno = ctypes.CDLL(None, use_errno=True)
+        with_errno.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 if __name__ == "__main__":

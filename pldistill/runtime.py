@@ -1,13 +1,22 @@
-"""What every stage does the same way: seeding, the command line, clear errors instead of tracebacks."""
+"""What every stage does the same way: seeding, the command line, clear errors instead of tracebacks.
+
+A stage also stops cleanly: Ctrl-C (SIGINT), SIGTERM, or the process that started it (`dvc repro`) gone end
+it with one line saying what was kept for `dvc repro` to resume from, and exit code 128 + the signal (130 for
+Ctrl-C). While it runs it holds the workspace's stage lock, so a second stage started on the same workspace
+(a new `dvc repro` while an orphaned stage still trains) is refused instead of writing the same files.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +26,107 @@ from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, Params, load_params
 from pldistill.datasets import DataError
 from pldistill.diagnostics import SelectionError
+from pldistill.io import WriteError
 from pldistill.models import ModelError
 from pldistill.rtt import RTTError
 from pldistill.schemas import SchemaError
 from pldistill.store import default_root
 
-USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, FileNotFoundError)
+LOCK_FILE = "stage.lock"  # under the store root: $DVC_ROOT/.pldistill-store
+PARENT_POLL = 1.0  # seconds between checks that the process that started the stage is still there
+
+
+class StageBusy(RuntimeError):
+    """Another stage holds this workspace's stage lock."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, or the parent process gone: the stage stops as it does on Ctrl-C."""
+
+
+USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, StageBusy, WriteError,
+               FileNotFoundError)
 
 
 def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:
     """Seed torch's global RNG (weight init, dropout) and return explicit generators for the rest."""
     torch.manual_seed(seed)
     return np.random.default_rng(seed), torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def workspace_lock(root: Path, stage: str) -> Iterator[None]:
+    """Hold ``root/stage.lock`` (an flock, which the kernel drops when this process ends, however it ends)
+    while the block runs; raise StageBusy naming the holder if another process has it."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_FILE
+    with path.open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid, _, name = f.read().strip().partition(" ")
+            raise StageBusy(
+                f"stage {name or '?'} (pid {pid or '?'}) is still running in this workspace (it holds {path}): a "
+                f"second would write the same checkpoints and outputs. Wait for it to end, or stop it "
+                f"(kill {pid or '<pid>'}), then run again") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()} {stage}\n")
+        f.flush()
+        yield
+
+
+@contextlib.contextmanager
+def stop_cleanly() -> Iterator[threading.Event]:
+    """SIGTERM raises Stopped (as SIGINT raises KeyboardInterrupt), so ``finally`` blocks run and nothing is left
+    half-written; a watcher sends SIGTERM once this process's parent is gone (it is re-parented), and sets the
+    event it yields, so a stage whose `dvc repro` was killed does not train on, unseen."""
+    orphaned, done = threading.Event(), threading.Event()
+    parent = os.getppid()
+
+    def terminate(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time: cleanup is not interrupted again
+        raise Stopped(signum)
+
+    def watch() -> None:
+        while not done.wait(PARENT_POLL):
+            if os.getppid() != parent:
+                orphaned.set()
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    if parent > 1:  # 1: started by init or a container's entry point, which never goes away
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    try:
+        yield orphaned
+    finally:
+        done.set()
+        signal.signal(signal.SIGTERM, before)
+
+
+def _relative(path: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    return str(path)
+
+
+def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool) -> str:
+    """The one line a stopped stage prints: why it stopped, what it kept, how to go on."""
+    if orphaned:
+        why = "stopped because the process that started it (dvc repro) is gone"
+    elif isinstance(err, Stopped):
+        why = "was terminated (SIGTERM)"
+    else:
+        why = "was interrupted (Ctrl-C)"
+    saved = checkpoints.kept()
+    if saved:
+        where = ", ".join(f"{_relative(p)} (step {step})" for p, step in saved)
+        kept = f"kept its training checkpoint{'s' * (len(saved) > 1)} {where}; `dvc repro` resumes from there"
+    else:
+        kept = "no training checkpoint was due yet and no output is half-written; `dvc repro` runs it again"
+    return f"stage {stage} {why}; {kept}"
 
 
 def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None) -> dict:
@@ -40,9 +138,13 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
     ap.add_argument("--live", type=Path, default=None, help="a DVCLive folder for training curves and system metrics")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    orphaned, sigint = threading.Event(), signal.getsignal(signal.SIGINT)
     try:
-        params: Params = load_params(args.params)
         with contextlib.ExitStack() as stack:
+            orphaned = stack.enter_context(stop_cleanly())
+            params: Params = load_params(args.params)
+            if os.environ.get("RANK", "0") == "0":  # several processes: rank 0 holds it for them all
+                stack.enter_context(workspace_lock(default_root(), fn.__name__))
             # A stage killed mid-training resumes from its runs' checkpoints, kept outside DVC's outputs
             # (DVC removes those before a rerun); they are removed when the stage succeeds.
             stack.enter_context(checkpoints.enabled(default_root() / "checkpoints"))
@@ -53,6 +155,12 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
             print(json.dumps(report, indent=2))
     except USER_ERRORS as err:
         sys.exit(f"error: {err}")
+    except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, or the parent gone (Stopped)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut this line short
+        print(stopped_line(fn.__name__, err, orphaned.is_set()), file=sys.stderr, flush=True)
+        code = signal.SIGTERM if isinstance(err, Stopped) else signal.SIGINT
+        sys.exit(128 + code)
     finally:
+        signal.signal(signal.SIGINT, sigint)
         distributed.leave()
     return report

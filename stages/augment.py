@@ -10,7 +10,7 @@ import pandas as pd
 
 from pldistill import cleaning, given, rtt, schemas
 from pldistill.config import Params
-from pldistill.datasets import SOURCE_DIR, SPLITS, DataError
+from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.io import write_json, write_note_dir
 from pldistill.runtime import run_stage
 
@@ -18,7 +18,7 @@ from pldistill.runtime import run_stage
 def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] = SPLITS) -> dict:
     """Clean train (dropping rows, counted by reason); dev and test are normalised but never dropped,
     so their scores stay comparable with published ones."""
-    rows_in, rows_out, dropped = {}, {}, {}
+    rows_in, rows_out, dropped, frames = {}, {}, {}, {}
     for split in splits:
         df = schemas.read(raw / f"{split}.parquet", schemas.PAIRS)
         rows_in[split] = len(df)
@@ -31,6 +31,10 @@ def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] =
         else:
             df = cleaning.normalise_pairs(df, params.augment.unicode_form)
         rows_out[split] = len(df)
+        frames[split] = df
+    # before anything is written: a split cleaning left too small or uniform stops here, not in training
+    check_splits(frames, str(raw), f"Cleaning dropped {dropped} from train: lower augment.min_chars, or add pairs")
+    for split, df in frames.items():
         schemas.write(out / f"{split}.parquet", df, schemas.PAIRS)
     return {"rows_in": rows_in, "rows_out": rows_out, "dropped": dropped}
 

@@ -12,6 +12,18 @@ from pldistill.config import DataParams, Params
 from pldistill.io import write_json
 from pldistill.runtime import run_stage, seed_all
 
+FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
+       "fractions, and data.max_train must leave train at least 2")
+
+
+def warn_overlap(source: str, overlap: dict[str, int], splits: dict) -> None:
+    """A given split whose dev or test pairs are also training pairs: their scores would partly measure memory."""
+    found = [f"{n} of {len(splits[s])} {s} pairs" for s in ("dev", "test") if (n := overlap[f"{s}_in_train"])]
+    if found:
+        print(f"warning: {source}: {' and '.join(found)} also occur in train (the same two sentences, in either "
+              f"order, ignoring case, spacing and Unicode form), so their scores partly measure memory; remove them "
+              f"from train, or drop the split column and let the pairs be split for you (copies merged first)")
+
 
 def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
     """Load, validate and split one dataset into ``out/<name>/``; report where from and what was dropped."""
@@ -22,6 +34,9 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
         keep = sorted(rng.choice(len(splits["train"]), data.max_train, replace=False))
         left_out = splits["train"].drop(index=splits["train"].index[keep])  # data.unscored rest: scores dropped
         splits["train"] = splits["train"].iloc[keep].reset_index(drop=True)
+    datasets.check_splits(splits, loaded.source, FIX)
+    overlap = datasets.overlap(splits)
+    warn_overlap(loaded.source, overlap, splits)
     for split, df in splits.items():
         schemas.write(out / data.name / f"{split}.parquet", df, schemas.PAIRS)
     unscored, unscored_report = given.read(data, left_out)
@@ -31,6 +46,7 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
         "rows": {s: len(df) for s, df in splits.items()},
         "dropped": dict(sorted(loaded.dropped.items())), "dropped_total": sum(loaded.dropped.values()),
         **({"unscored": unscored_report} if data.unscored else {}),
+        "duplicates": loaded.duplicates, "overlap": overlap,
     }
 
 

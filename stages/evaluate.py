@@ -48,6 +48,7 @@ def _extra_set(x: ExtraSet, params: Params) -> tuple[dict[str, pd.DataFrame], pd
     loaded = datasets.load(x.data, params.seed)
     form = params.augment.unicode_form
     splits = {s: cleaning.normalise_pairs(loaded.splits[s], form) for s in ("dev", "test")}
+    datasets.check_splits(splits, f"evaluate.extra {x.name}: {loaded.source}", datasets.MEASURABLE)
     return splits, loaded.splits["train"], datasets.task_of(x.data, loaded.splits["train"])
 
 
@@ -60,12 +61,14 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     model untrained (pruned like the student), baseline.gold the bi-encoder trained on gold only (SBERT).
     A teacher that is not one cross-encoder gets "teacher" (and "members", one block each) in place of
     "cross"; recipe rtt-ensemble's: "ensemble" (the teacher) and "submodels". Each set in
-    evaluate.extra gets the same blocks under "extra": {name: ...}.
+    evaluate.extra gets the same blocks under "extra": {name: ...}. "overlap": {"dev_in_train",
+    "test_in_train"}: pairs also in train (either order, any case or spacing); 0 for a table we split.
     In the predictions plot, column `cross` is the teacher's score, whichever kind it is.
     """
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
+    datasets.check_splits(splits, str(clean), datasets.MEASURABLE)  # no metric from a split that has none
     extra = {x.name: _extra_set(x, params) for x in ep.extra}  # read first: a bad source fails fast
     recipe = recipes.get(params.recipe)
     models = {
@@ -82,7 +85,9 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     if extra:
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
+    result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
     write_json(out, result)
+
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
                    [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start", "gold"))]

@@ -29,12 +29,12 @@ def test_clean_train_counts_each_reason():
 
 def test_augment_stage_keeps_dev_and_test_rows(tmp_path):
     raw = tmp_path / "raw" / "demo"
-    bad = pd.DataFrame({"sentence1": ["x", "A  normal sentence"], "sentence2": ["y", "Another one"],
-                        "score": [0.0, 1.0]})
+    bad = pd.DataFrame({"sentence1": ["x", "A  normal sentence", "A third sentence"],
+                        "sentence2": ["y", "Another one", "And its partner"], "score": [0.0, 1.0, 0.5]})
     for split in ("train", "dev", "test"):
         schemas.write(raw / f"{split}.parquet", bad, schemas.PAIRS)
     report = augment(parse_params({}), tmp_path / "raw", tmp_path / "clean", tmp_path / "r.json")
-    assert report["rows_out"] == {"train": 1, "dev": 2, "test": 2}
+    assert report["rows_out"] == {"train": 2, "dev": 3, "test": 3}
     assert report["dropped"]["too_short"] == 1
     dev = schemas.read(tmp_path / "clean" / "dev.parquet", schemas.PAIRS)
     assert dev.loc[1, "sentence1"] == "A normal sentence"

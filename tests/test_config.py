@@ -10,11 +10,30 @@ def test_shipped_params_are_valid():
     assert p.data.name == "demo"
 
 
-def test_unknown_key_is_named_with_the_allowed_ones():
-    with pytest.raises(ConfigError, match=r"sample\.topk: unknown key; allowed here: strategy, top_k"):
+def test_unknown_key_is_named_with_the_closest_and_the_allowed_ones():
+    with pytest.raises(ConfigError, match=r"sample\.topk: unknown key \(did you mean sample\.top_k\?\); allowed "
+                                          r"here: strategy, top_k"):
         parse_params({"sample": {"topk": 3}})
-    with pytest.raises(ConfigError, match=r"cylces: unknown key; allowed here: seed, cycles"):
+    with pytest.raises(ConfigError, match=r"cylces: unknown key \(did you mean cycles\?\); allowed here: seed, cycles"):
         parse_params({"cylces": 2})
+    with pytest.raises(ConfigError, match=r"student\.lrr: unknown key \(did you mean student\.lr\?\)"):
+        parse_params({"student": {"lrr": 1e-4}})
+    # a key put in the wrong section: the sections that have it
+    with pytest.raises(ConfigError, match=r"- top_k: unknown key \(did you mean sample\.top_k\?\); allowed here: seed"):
+        parse_params({"top_k": 3})
+    with pytest.raises(ConfigError, match=r"- xyz: unknown key; allowed here: seed"):  # nothing close: no guess
+        parse_params({"xyz": 3})
+
+
+def test_a_key_given_twice_or_an_empty_file_is_refused(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("sample:\n  top_k: 3\n  strategy: bm25\n  top_k: 5\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml: not valid YAML: key 'top_k' is given twice \(first on "
+                                          r"line 2\); keep one"):
+        load_params(path)
+    path.write_text("# all commented out\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml: empty \(no keys at all\)"):
+        load_params(path)
 
 
 def test_values_checked_before_any_work():

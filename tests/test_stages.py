@@ -28,6 +28,7 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
     for block in (result["bi"], result["cross"], *result["baseline"].values()):
         assert set(block) == {"dev", "test"} and set(block["test"]) == {"spearman", "pearson"}
     assert json.loads((root / "metrics/eval.json").read_text()) == result
+    assert result["overlap"] == {"dev_in_train": 0, "test_in_train": 0}  # the demo's split keeps groups apart
 
     pseudo = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
     cands = schemas.read(root / "data/pairs/candidates.parquet", schemas.CANDIDATES)

@@ -47,9 +47,9 @@ _HERE = Path(__file__).resolve().parent
 # modules they use (tests/test_cycles.py checks the two lists agree).
 CODE = [*(_HERE / f"{m}.py" for m in ("__init__", "base", "trans_encoder", "augsbert", "dse", "rtt_ensemble")),
         *(_HERE.parent / f"{m}.py" for m in ("models", "training", "losses", "metrics", "schemas", "io", "store",
-                                              "runtime", "config", "dse", "datasets", "cards", "teachers", "bundled",
-                                              "labelling", "diagnostics", "numeric", "accel", "ahead", "distributed",
-                                              "st_trainer", "checkpoints")),
+                                              "runtime", "config", "dse", "datasets", "cleaning", "cards", "teachers",
+                                              "bundled", "labelling", "diagnostics", "numeric", "accel", "ahead",
+                                              "distributed", "st_trainer", "checkpoints")),
         _HERE.parents[1] / "stages" / "distill.py"]
 
 

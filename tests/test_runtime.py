@@ -1,0 +1,142 @@
+"""How a stage ends when it is stopped (issue 26): Ctrl-C, SIGTERM or its `dvc repro` gone end it with one line
+saying what was kept and exit code 128 + the signal; a second stage on the same workspace is refused while the
+first holds the lock; a Python without the project's packages is told to activate the environment.
+
+Each case runs a real process: a stand-in stage (``STAGE``) through pldistill.runtime.run_stage, which writes a
+checkpoint when asked and waits to be stopped."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+STAGE = f'''
+import os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from pldistill import checkpoints
+from pldistill.runtime import run_stage
+
+def train(params, out):
+    """A stand-in for a training stage."""
+    if os.environ.get("WITH_CHECKPOINT"):
+        path = checkpoints.path_for("ab12cd34")
+        path.mkdir(parents=True)
+        (path / "state.json").write_text('{{"step": 40}}')
+    out.write_text(str(os.getpid()))
+    time.sleep(120)
+    return {{}}
+
+run_stage(train, ["out"])
+'''
+
+
+def stage(tmp: Path, name: str = "ready", **env: str) -> tuple[subprocess.Popen, Path]:
+    """Start the stand-in stage in ``tmp`` (its own store, params.yaml); return it and its ready file."""
+    (tmp / "stage.py").write_text(STAGE)
+    (tmp / "params.yaml").write_text("seed: 1\n")
+    ready = tmp / name
+    proc = subprocess.Popen([sys.executable, "stage.py", "--out", name], cwd=tmp, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PLDISTILL_STORE": str(tmp / "store"), **env})
+    return proc, ready
+
+
+def wait_for(path: Path, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc is None or proc.poll() is None, proc.stderr.read() if proc else ""
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def stopped(proc: subprocess.Popen, sig: int) -> tuple[int, str]:
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_ctrl_c_says_which_checkpoint_was_kept_and_exits_130(tmp_path):
+    proc, ready = stage(tmp_path, WITH_CHECKPOINT="1")
+    wait_for(ready, proc)
+    code, err = stopped(proc, signal.SIGINT)
+    assert code == 130, err
+    assert err.splitlines() == ["stage train was interrupted (Ctrl-C); kept its training checkpoint "
+                                "store/checkpoints/ab12cd34 (step 40); `dvc repro` resumes from there"], err
+    assert (tmp_path / "store/checkpoints/ab12cd34/state.json").is_file()  # kept, not cleaned up as on success
+
+
+def test_sigterm_before_any_checkpoint_says_nothing_is_half_written(tmp_path):
+    proc, ready = stage(tmp_path)
+    wait_for(ready, proc)
+    code, err = stopped(proc, signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM, err
+    assert err.splitlines() == ["stage train was terminated (SIGTERM); no training checkpoint was due yet and no "
+                                "output is half-written; `dvc repro` runs it again"], err
+
+
+def test_a_second_stage_on_the_workspace_is_refused_until_the_first_ends(tmp_path):
+    first, ready = stage(tmp_path)
+    wait_for(ready, first)
+    second, _ = stage(tmp_path, "second")
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 1 and "Traceback" not in err, err
+    assert err.strip() == (f"error: stage train (pid {first.pid}) is still running in this workspace (it holds "
+                           f"{tmp_path / 'store/stage.lock'}): a second would write the same checkpoints and "
+                           f"outputs. Wait for it to end, or stop it (kill {first.pid}), then run again")
+    first.kill()  # as the OOM killer would: no cleanup runs, and still the kernel drops the lock
+    first.wait()
+    with (tmp_path / "store/stage.lock").open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if it were still held
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process parents")
+def test_a_stage_whose_parent_is_killed_stops(tmp_path):
+    (tmp_path / "stage.py").write_text(STAGE)
+    (tmp_path / "params.yaml").write_text("seed: 1\n")
+    log = tmp_path / "stage.err"
+    # The parent (as dvc is): starts the stage and waits; killed with SIGKILL, it can tell the stage nothing.
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; "
+         f"subprocess.run([sys.executable, 'stage.py', '--out', 'ready'], stderr=open({str(log)!r}, 'w'))"],
+        cwd=tmp_path, env={**os.environ, "PLDISTILL_STORE": str(tmp_path / "store")})
+    wait_for(tmp_path / "ready", parent)
+    child = int((tmp_path / "ready").read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and "Z" not in Path(f"/proc/{child}/stat").read_text().split(")")[1][:3]:
+        assert time.monotonic() < deadline, "the stage kept running after its parent died"
+        time.sleep(0.1)
+    said = log.read_text().splitlines()
+    assert said == ["stage train stopped because the process that started it (dvc repro) is gone; no training "
+                    "checkpoint was due yet and no output is half-written; `dvc repro` runs it again"], said
+
+
+def test_a_python_without_the_packages_is_told_to_activate_the_environment(tmp_path):
+    # -S: no site-packages, as the system's python has none of ours
+    done = subprocess.run([sys.executable, "-S", "-m", "stages.check", "--report", str(tmp_path / "c.json")],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: {sys.executable} lacks the project's packages (numpy, pandas, pyarrow, pydantic, yaml, torch, "
+        f"transformers, sentence_transformers); the stages run with the `python` first on PATH: activate the "
+        f"project's environment (. .venv/bin/activate) and run again, or run `make run`, which uses it"]
+    launched = subprocess.run([sys.executable, "-S", "-m", "pldistill.launch", "stages.gold"], cwd=ROOT,
+                              capture_output=True, text=True, check=False)
+    assert launched.returncode == 1 and launched.stderr == done.stderr, launched.stderr
+
+
+def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_and_130():
+    done = subprocess.run([sys.executable, "-c", "import stages; raise KeyboardInterrupt"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == [
+        "stage interrupted (Ctrl-C) while starting: nothing was written; `dvc repro` runs it again"]
