@@ -26,10 +26,11 @@ import pandas as pd
 import yaml
 
 from pldistill import schemas
-from pldistill.config import DataParams, parse_params
+from pldistill.config import DataParams
 from pldistill.datasets import load
 from pldistill.models import CrossModel
 from pldistill.teachers import Calibration, Member, Teacher
+from pldistill.validate import parse_params
 
 RUNS = [("1 process, 1 thread", 1, 1), ("1 process, 2 threads", 1, 2), ("2 processes, 1 thread each", 2, 1)]
 

@@ -20,13 +20,13 @@ from pathlib import Path
 import yaml
 
 from pldistill import schemas
-from pldistill.config import parse_params
 from pldistill.dse import DSE, HEAD_DIR
 from pldistill.io import write_json
 from pldistill.models import BiEncoder
 from pldistill.sampling import new_pairs
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores
+from pldistill.validate import parse_params
 from stages.augment import augment
 from stages.distill import distill
 from stages.download import download

@@ -2,6 +2,10 @@
 
 Every section is a pydantic model with ``extra="forbid"``: an unknown or misspelt key stops the run
 with a message naming the key, and a bad value names the key and what is allowed.
+
+Configuration is plain data at the bottom of the import graph: it imports no registry. The names only a
+registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) come in as
+``names`` (pldistill.validate hands over the registries' own), and are checked like any other value.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from pldistill.bundled import BUNDLED
-from pldistill.recipes import RECIPES  # the recipe registry's names (pldistill.recipes imports nothing heavy)
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
@@ -35,29 +38,23 @@ DISTRIBUTED_WHY = {
 }  # `bundled:<name>`; weights and sha256 in pldistill.bundled
 
 
-def named_datasets() -> tuple[str, ...]:
-    """The datasets read by name: pldistill.datasets' registry (imported here late: it imports this module)."""
-    from pldistill.datasets import LOADERS
-
-    return tuple(LOADERS)
+# The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.
+Names = dict[str, tuple[str, ...]]
 
 
-def strategies() -> tuple[str, ...]:
-    """The sampling strategies: pldistill.sampling's registry."""
-    from pldistill.sampling import REGISTRY
-
-    return tuple(REGISTRY)
-
-
-def rtt_backends() -> tuple[str, ...]:
-    """The round-trip translation backends: none, then pldistill.rtt's registry."""
-    from pldistill.rtt import BACKENDS
-
-    return ("none", *BACKENDS)
+def _registered(kind: str, value: str, info: ValidationInfo) -> str:
+    """``value`` must be one of the names the registry ``kind`` holds, when the caller handed them over."""
+    allowed = (info.context or {}).get(kind)
+    return value if allowed is None else _one_of(value, allowed)
 
 
 class ConfigError(ValueError):
     """params.yaml is missing, unreadable or invalid; the message names the key."""
+
+
+def is_table(dataset: str) -> bool:
+    """A ``data.dataset`` that names a table by path (else it names a dataset)."""
+    return dataset.lower().endswith(TABLE_SUFFIXES)
 
 
 def _one_of(value: str, allowed: tuple[str, ...]) -> str:
@@ -96,13 +93,12 @@ class DataParams(_Section):
 
     @field_validator("dataset")
     @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v in named_datasets() or v.lower().endswith(TABLE_SUFFIXES):
+    def _known_dataset(cls, v: str, info: ValidationInfo) -> str:
+        named = (info.context or {}).get("dataset")
+        if named is None or v in named or is_table(v):
             return v
-        raise ValueError(
-            f"expected one of {', '.join(named_datasets())} or a path ending in "
-            f"{', '.join(TABLE_SUFFIXES)}; found {v!r}"
-        )
+        raise ValueError(f"expected one of {', '.join(named)} or a path ending in {', '.join(TABLE_SUFFIXES)}; "
+                         f"found {v!r}")
 
     _known_task = field_validator("task")(lambda v: v if v is None else _one_of(v, TASKS))
 
@@ -129,7 +125,7 @@ class DataParams(_Section):
     @property
     def name(self) -> str:
         """Folder name under data/raw/: the dataset's name, or a path's file stem."""
-        if self.dataset in named_datasets():
+        if not is_table(self.dataset):  # a named dataset
             return self.dataset
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
 
@@ -146,8 +142,8 @@ class AdaptParams(DataParams):
 
     @field_validator("dataset")
     @classmethod
-    def _known_dataset(cls, v: str | None) -> str | None:
-        return v if v is None else DataParams._known_dataset(v)
+    def _known_dataset(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return v if v is None else DataParams._known_dataset(v, info)
 
     @property
     def data(self) -> DataParams | None:
@@ -206,7 +202,7 @@ def _installed(backend: str) -> str:
 class RTTParams(_Section):
     """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
 
-    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS
+    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
     source: str = "en"  # the corpus language
     languages: tuple[str, ...] = ("de",)  # pivot languages
     models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
@@ -220,7 +216,7 @@ class RTTParams(_Section):
     max_new_tokens: int = Field(128, ge=1)
     bf16: Bf16 = "auto"
 
-    _known_backend = field_validator("backend")(lambda v: _one_of(v, rtt_backends()))
+    _known_backend = field_validator("backend")(lambda v, info: _registered("rtt_backend", v, info))
 
     @model_validator(mode="after")
     def _table_needs_a_file(self) -> RTTParams:
@@ -284,7 +280,7 @@ class SampleParams(_Section):
     semantic: SemanticParams = SemanticParams()
     kde: KDEParams = KDEParams()
 
-    _known_strategy = field_validator("strategy")(lambda v: _one_of(v, strategies()))
+    _known_strategy = field_validator("strategy")(lambda v, info: _registered("strategy", v, info))
 
 
 class StepParams(_Section):
@@ -337,7 +333,7 @@ class TrainParams(StepParams):
     seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
     layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
-    # ours: pldistill.training's loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
+    # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
     trainer: Literal["ours", "sentence-transformers"] = "ours"
 
@@ -563,7 +559,7 @@ class Params(_Section):
     ensemble: EnsembleParams = EnsembleParams()
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
 
-    _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
+    _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:
@@ -627,15 +623,17 @@ def _describe(err: ValidationError, path: Path) -> str:
     return "\n".join(lines)
 
 
-def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:
-    """Validate a params mapping; raise ConfigError naming every bad key."""
+def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:
+    """Validate a params mapping; raise ConfigError naming every bad key. ``names``: the registries' names
+    (pldistill.validate.names()); a key whose registry is not among them is checked for its type only."""
     try:
-        return Params.model_validate(raw)
+        return Params.model_validate(raw, context=names)
     except ValidationError as err:
         raise ConfigError(_describe(err, Path(path))) from None
 
 
-def load_params(path: Path | str = "params.yaml") -> Params:
+def read_params(path: Path | str = "params.yaml") -> dict:
+    """params.yaml as a mapping, unvalidated; ConfigError when it is missing or not a YAML mapping."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found (run from the project root)")
@@ -645,4 +643,9 @@ def load_params(path: Path | str = "params.yaml") -> Params:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level, found {type(raw).__name__}")
-    return parse_params(raw, path)
+    return raw
+
+
+def load_params(path: Path | str = "params.yaml", names: Names | None = None) -> Params:
+    """params.yaml, validated (``names``: as parse_params)."""
+    return parse_params(read_params(path), path, names)

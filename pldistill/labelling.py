@@ -19,7 +19,7 @@ from pldistill import diagnostics, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
 from pldistill.io import scratch, write_csv_rows
-from pldistill.runtime import seed_all
+from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 
 CYCLE = 1  # the label stage's labelling is cycle 1 (Trans-Encoder's cycles label inside stage distill)

@@ -1,4 +1,5 @@
-"""What every stage does the same way: seeding, the command line, clear errors instead of tracebacks."""
+"""What every stage does the same way: the command line, params validated whole (pldistill.validate), clear
+errors instead of tracebacks. The top of the import graph: nothing of ours imports it but the stages."""
 
 from __future__ import annotations
 
@@ -10,25 +11,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from pldistill import checkpoints, distributed, tracking
-from pldistill.config import ConfigError, Params, load_params
+from pldistill.config import ConfigError, Params
 from pldistill.datasets import DataError
 from pldistill.diagnostics import SelectionError
 from pldistill.models import ModelError
 from pldistill.rtt import RTTError
 from pldistill.schemas import SchemaError
+from pldistill.seeding import seed_all  # noqa: F401  (re-exported: stages seeded from here before it moved)
 from pldistill.store import default_root
+from pldistill.validate import load_params
 
 USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, FileNotFoundError)
-
-
-def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:
-    """Seed torch's global RNG (weight init, dropout) and return explicit generators for the rest."""
-    torch.manual_seed(seed)
-    return np.random.default_rng(seed), torch.Generator().manual_seed(seed)
 
 
 def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None) -> dict:

@@ -10,7 +10,8 @@ import numpy as np
 from pldistill import datasets, schemas
 from pldistill.config import DataParams, Params
 from pldistill.io import write_json
-from pldistill.runtime import run_stage, seed_all
+from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
 
 
 def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cleaning, datasets, recipes, schemas
+from pldistill import cleaning, datasets, schemas
 from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.io import write_csv_rows, write_json
 from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.models import BiEncoder
+from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import run_stage
 
@@ -67,7 +68,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     extra = {x.name: _extra_set(x, params) for x in ep.extra}  # read first: a bad source fails fast
-    recipe = recipes.get(params.recipe)
+    recipe = registry.get(params.recipe)
     models = {
         "bi": recipe.student(params, bi),
         "cross": recipe.teacher_model(params, cross, teacher),

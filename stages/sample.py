@@ -12,7 +12,8 @@ from pldistill import sampling, schemas
 from pldistill.config import Params
 from pldistill.io import write_json
 from pldistill.models import BiEncoder
-from pldistill.runtime import run_stage, seed_all
+from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
 
 SEMANTIC = ("semantic", "bm25+semantic")
 

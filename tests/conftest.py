@@ -18,7 +18,8 @@ import yaml
 from pydantic import BaseModel
 from transformers import BertConfig, BertModel
 
-from pldistill.config import Params, parse_params
+from pldistill.config import Params
+from pldistill.validate import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"

@@ -6,8 +6,9 @@ import torch
 from transformers import Trainer
 
 from pldistill import checkpoints
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.training import dev_spearman, train_bi_encoder, train_cross_encoder
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 

@@ -9,10 +9,11 @@ from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
 from pldistill import schemas
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.models import BiEncoder, ModelError
 from pldistill.numeric import LOGIT_EPS, logit
 from pldistill.teachers import Calibration, Teacher
+from pldistill.validate import parse_params
 from tests.conftest import run_chain
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from pldistill import tracking
-from pldistill.config import parse_params
 from pldistill.models import BiEncoder
 from pldistill.training import fit
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 

@@ -16,7 +16,7 @@ from pldistill.datasets import task_of
 from pldistill.dse import DSE
 from pldistill.io import atomic_dir, write_csv_rows
 from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, teacher_as_cross
-from pldistill.runtime import seed_all
+from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 from pldistill.training import dev_spearman, fit, split_scores
 

@@ -30,7 +30,7 @@ from pldistill.io import atomic_dir, write_card, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row
-from pldistill.runtime import seed_all
+from pldistill.seeding import seed_all
 from pldistill.training import BatchLoss, fit_at, split_scores, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
