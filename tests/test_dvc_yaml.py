@@ -2,6 +2,8 @@
 whose behaviour changed and serves stale artifacts, or reruns one that nothing touched. The lists are generated
 (scripts/stage_deps.py --write); these tests fail when the code and dvc.yaml drift apart."""
 
+import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,30 @@ def test_rewrite_replaces_code_deps_and_keeps_the_rest():
     assert [d for d in deps if not stage_deps.is_code(d)] == [
         d for d in STAGES["download"]["deps"] if not stage_deps.is_code(d)]
     assert changed.count("\n#") == text.count("\n#")  # comments stay
+
+
+def _git_files() -> set[str]:
+    done = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip("not a git checkout")
+    return set(done.stdout.decode().split("\0"))
+
+
+def test_dvc_lock_matches_the_committed_files():
+    # dvc.lock records what the last run read and wrote; a file git tracks must still hold the bytes it
+    # recorded (a code change reruns the stage: run `dvc repro` (make run) and commit dvc.lock with it)
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    assert set(lock) == set(STAGES), "dvc.lock's stages are not dvc.yaml's: run `dvc repro`"
+    tracked, stale = _git_files(), []
+    for name, stage in lock.items():
+        listed = [d if isinstance(d, str) else next(iter(d)) for d in STAGES[name].get("deps", [])]
+        assert sorted(d["path"] for d in stage.get("deps", [])) == sorted(listed), (
+            f"dvc.lock's {name} deps are not dvc.yaml's: run `dvc repro`")
+        for entry in [*stage.get("deps", []), *stage.get("outs", [])]:  # a folder (md5 ….dir) is DVC's to check
+            path = entry["path"]
+            if path in tracked and hashlib.md5((ROOT / path).read_bytes()).hexdigest() != entry["md5"]:
+                stale.append(f"{name}: {path}")
+    assert not stale, f"dvc.lock records other bytes for {stale}: run `dvc repro` (make run) and commit dvc.lock"
 
 
 def test_stages_that_read_processes_start_through_the_launcher():
