@@ -11,7 +11,7 @@ import pandas as pd
 from pldistill import cleaning, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError
-from pldistill.io import write_json, write_note_dir
+from pldistill.io import write_note_dir, write_report
 from pldistill.runtime import run_stage
 
 
@@ -46,7 +46,7 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
         write_note_dir(source, "no source domain: adapt.dataset is null, so models learn the task's own gold pairs")
     train = schemas.read(out / "train.parquet", schemas.PAIRS)
     result["rtt"] = round_trip(params, train, out / schemas.PARAPHRASES_FILE)
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
 from pldistill.runtime import run_stage
@@ -22,7 +22,7 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
     distributed.join(params.processes)
     result = registry.get(params.recipe).distill(params, dirs)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from pldistill import datasets, schemas
 from pldistill.config import DataParams, Params
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 
@@ -38,7 +38,7 @@ def download(params: Params, out: Path, report: Path) -> dict:
     result = fetch(params.data, rng, out)
     if params.adapt.data:
         result["adapt"] = fetch(params.adapt.data, rng, out / datasets.SOURCE_DIR)
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

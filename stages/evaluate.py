@@ -13,7 +13,7 @@ import pandas as pd
 
 from pldistill import cleaning, datasets, schemas
 from pldistill.config import EvaluateParams, ExtraSet, Params
-from pldistill.io import write_csv_rows, write_json
+from pldistill.io import write_csv_rows, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
@@ -83,7 +83,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     if extra:
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
-    write_json(out, result)
+    write_report(out, result)
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
                    [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start", "gold"))]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 
@@ -21,7 +21,7 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
     distributed.join(params.processes)
     result = registry.get(params.recipe).label(params, clean, pairs, teacher, silver_dir, density)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 

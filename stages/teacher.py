@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 
@@ -19,7 +19,7 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
     distributed.join(params.processes)
     result = registry.get(params.recipe).teacher(params, clean, out, curve)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 
