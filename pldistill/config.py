@@ -64,8 +64,27 @@ def _one_of(value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _merged(default: dict, given: dict) -> dict:
+    """``given`` over ``default``, key by key and section by section."""
+    out = dict(default)
+    for k, v in given.items():
+        out[k] = _merged(default[k], v) if isinstance(v, dict) and isinstance(default.get(k), dict) else v
+    return out
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_keep_their_defaults(cls, raw: object) -> object:
+        # A section given in part keeps the rest of its own default, which may differ from its class's: trans.cross
+        # and trans.bi are both StepParams, with the paper's settings for each; teacher and student TrainParams.
+        if not isinstance(raw, dict):
+            return raw
+        return {k: _merged(d.model_dump(), v) if isinstance(v, dict) and isinstance(
+                    d := getattr(cls.model_fields.get(k), "default", None), BaseModel) else v
+                for k, v in raw.items()}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -273,7 +292,7 @@ class KDEParams(_Section):
 
 class SampleParams(_Section):
     strategy: str = "bm25"
-    top_k: int = Field(3, ge=1, le=100)
+    top_k: int = Field(10, ge=1, le=100)
     query_chunk: int = Field(256, ge=1)
     bm25: BM25Params = BM25Params()
     random: RandomParams = RandomParams()
@@ -359,8 +378,8 @@ class TrainParams(StepParams):
 class TeacherMember(TrainParams):
     """One teacher: what it is, whether it learns the gold pairs, and how its score meets the gold scale."""
 
-    kind: str = "cross"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
-    finetune: bool = True  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
+    kind: str = "bi"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
+    finetune: bool = False  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
     calibrate: str = "auto"  # auto: none when fine-tuned (its loss targets the gold scale), else linear
                              # linear: least squares on dev | isotonic: monotone fit on dev | none: clipped to [0, 1]
 
@@ -399,24 +418,6 @@ class TeacherParams(TeacherMember):
         """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
         return (not self.members and self.kind == "cross" and self.finetune and self.calibration == "none"
                 and self.layers is None)
-
-
-class TransCrossParams(StepParams):
-    """Trans-Encoder bi->cross step (paper, Table 16): soft BCE, lr 2e-5, batch 32, 1 epoch, length 64."""
-
-    batch_size: int = Field(32, ge=1)
-    max_length: int = Field(64, ge=8)
-
-
-class TransBiParams(StepParams):
-    """Trans-Encoder cross->bi step (paper, Table 16): cosine MSE, lr 5e-5, batch 128, 10 epochs, length 32."""
-
-    epochs: int = Field(10, ge=1)
-    batch_size: int = Field(128, ge=1)
-    lr: float = Field(5e-5, gt=0)
-    warmup: float = Field(0.0, ge=0, lt=1)
-    max_length: int = Field(32, ge=8)
-    evals_per_epoch: int = Field(1, ge=1)
 
 
 class MutualModel(_Section):
@@ -489,8 +490,10 @@ class TransParams(_Section):
     sampled: bool = False  # also learn the pairs stage `sample` found
     target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
     mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
-    cross: TransCrossParams = TransCrossParams()
-    bi: TransBiParams = TransBiParams()
+    # the paper's Table 16: bi -> cross, soft BCE (lr 2e-5, batch 32, 1 epoch, length 64); cross -> bi, cosine MSE
+    # (lr 5e-5, batch 128, 10 epochs, length 32)
+    cross: StepParams = StepParams(batch_size=32, max_length=64)
+    bi: StepParams = StepParams(epochs=10, batch_size=128, lr=5e-5, warmup=0.0, max_length=32, evals_per_epoch=1)
 
     @field_validator("splits")
     @classmethod
@@ -501,13 +504,18 @@ class TransParams(_Section):
         return v
 
 
-class LabelParams(_Section):
+class InferenceParams(_Section):
+    """How a model scores: stage label (the teacher), stage evaluate and dev scoring during training."""
+
     batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
     bf16: Bf16 = "auto"
     backend: Backend = "auto"
 
     _backend_installed = field_validator("backend")(_installed)
     _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
+
+
+LabelParams = InferenceParams  # the label section: inference settings, nothing more
 
 
 class ExtraSet(_Section):
@@ -524,14 +532,10 @@ class ExtraSet(_Section):
         return v
 
 
-class EvaluateParams(_Section):
-    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
-    bf16: Bf16 = "auto"
-    backend: Backend = "auto"
-    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+class EvaluateParams(InferenceParams):
+    """The evaluate section: inference settings, and more evaluation sets."""
 
-    _backend_installed = field_validator("backend")(_installed)
-    _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
+    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")
     @classmethod
@@ -551,9 +555,9 @@ class Params(_Section):
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
-    teacher: TeacherParams = TeacherParams()
+    teacher: TeacherParams = TeacherParams(epochs=4)
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
-    student: TrainParams = TrainParams()
+    student: TrainParams = TrainParams(epochs=2, lr=1e-4, layers=(0, 2, 4))  # pruned: needs more than 2e-5
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
     ensemble: EnsembleParams = EnsembleParams()

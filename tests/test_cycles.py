@@ -32,7 +32,7 @@ ARTIFACTS = ["models/bi/model.safetensors", "models/cross/model.safetensors", "m
 def raw_params(model: str, cycles: int = 2, **trans) -> dict:
     step = {"epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     return {"seed": 7, "recipe": "trans-encoder", "cycles": cycles, "teacher": {"model": model},
-            "student": {"model": model}, "trans": {"cross": step, "bi": step, **trans},
+            "student": {"model": model, "layers": None}, "trans": {"cross": step, "bi": step, **trans},
             "label": {"bf16": False}, "evaluate": {"bf16": False}}
 
 

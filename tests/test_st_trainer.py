@@ -13,9 +13,9 @@ from tests.conftest import make_pairs
 
 
 def _params(model_dir, **student):
-    return parse_params({"student": {"model": str(model_dir), "max_length": 32, "lr": 2e-3, "batch_size": 8,
-                                     "epochs": 2, "evals_per_epoch": 2, "trainer": "sentence-transformers",
-                                     **student}, "evaluate": {"bf16": False}})
+    return parse_params({"student": {"model": str(model_dir), "layers": None, "max_length": 32, "lr": 2e-3,
+                                     "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
+                                     "trainer": "sentence-transformers", **student}, "evaluate": {"bf16": False}})
 
 
 def _train(model_dir, kind="bi", **student):
