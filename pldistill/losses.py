@@ -56,3 +56,15 @@ def embedding_mae(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean over the batch of ||teacher_i - student_i||: the RTT-ensemble paper's MAE between embeddings
     (Eq. 4; a per-sentence distance, so its scale does not shrink with the embedding width)."""
     return (teacher.float() - student.float()).norm(dim=-1).mean()
+
+
+def embedding_distill(student: torch.Tensor, teacher: torch.Tensor, infonce_weight: float,
+                      temperature: float) -> torch.Tensor:
+    """The RTT-ensemble student's loss (the paper's Eq. 3): (1 - w) MAE + w InfoNCE to the teacher's embeddings.
+
+    student: (batch, dim) embeddings, normalised here first, so that a student without a Normalize module
+    learns the teacher's direction instead of spending the MAE on shrinking its norm; teacher: (batch, dim),
+    unit length.
+    """
+    s = F.normalize(student.float(), dim=-1)
+    return (1 - infonce_weight) * embedding_mae(s, teacher) + infonce_weight * info_nce(s, teacher, temperature)
