@@ -34,7 +34,7 @@ def peak_mb() -> float:
 
 
 def params(batch_size: int):
-    from pldistill.config import parse_params
+    from pldistill.validate import parse_params
 
     return parse_params({"sample": {"strategy": "bm25"}, "teacher": {"max_length": 128},
                          "label": {"batch_size": batch_size, "bf16": False}})
@@ -47,9 +47,9 @@ def build(stsb: str, n: int, out: Path, seed: int) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
     from pldistill import datasets, schemas
-    from pldistill.config import parse_params
     from pldistill.models import CrossModel
     from pldistill.teachers import Calibration, Member, Teacher
+    from pldistill.validate import parse_params
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
     schemas.write(out / "clean/train.parquet", loaded.splits["train"], schemas.PAIRS)

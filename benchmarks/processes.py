@@ -26,10 +26,12 @@ import pandas as pd
 import yaml
 
 from pldistill import schemas
-from pldistill.config import DataParams, parse_params
+from pldistill.config import DataParams
 from pldistill.datasets import load
+from pldistill.io import machine_path
 from pldistill.models import CrossModel
 from pldistill.teachers import Calibration, Member, Teacher
+from pldistill.validate import parse_params
 
 RUNS = [("1 process, 1 thread", 1, 1), ("1 process, 2 threads", 1, 2), ("2 processes, 1 thread each", 2, 1)]
 
@@ -89,10 +91,11 @@ def main() -> None:
                        threads)
         silver[name] = schemas.read(out / "silver" / schemas.SILVER_FILE, schemas.PSEUDO)["score"].to_numpy()
         report = json.loads((out / "gold.json").read_text())
+        timed_gold, timed_label = (json.loads(machine_path(out / f).read_text()) for f in ("gold.json", "label.json"))
         best[name] = report["best_dev"]
         rows.append({"run": name, "label_wall_s": round(label_s, 1),
-                     "label_pairs_per_s_in_stage": json.loads((out / "label.json").read_text())["label_pairs_per_s"],
-                     "gold_wall_s": round(gold_s, 1), "gold_train_s": report["train_seconds"],
+                     "label_pairs_per_s_in_stage": timed_label["label_pairs_per_s"],
+                     "gold_wall_s": round(gold_s, 1), "gold_train_s": timed_gold["train_seconds"],
                      "gold_steps": report["steps"], "gold_best_dev": report["best_dev"]})
     ref = RUNS[0][0]
     print(json.dumps({"pairs": args.pairs, "train_pairs": args.train, "cpus": os.cpu_count(),

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from pldistill import cleaning, datasets
-from pldistill.config import DataParams, load_params
+from pldistill.config import DataParams
 from pldistill.training import split_scores, train_bi_encoder
+from pldistill.validate import load_params
 
 
 def stsb(path: str, seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""Teachers that lead their students, on STS Benchmark: the quality table of the README (issue 13).
+"""Teachers that lead their students, on STS Benchmark: the quality table of docs/results.md (issue 13).
 
 Runs the pipeline's own stage functions, sharing what rows have in common (the data, each teacher, each
 labelling), and keeps every trained model in OUT/<step>/ so a row can be inspected or reused. A step whose
@@ -20,13 +20,13 @@ from pathlib import Path
 import yaml
 
 from pldistill import schemas
-from pldistill.config import parse_params
 from pldistill.dse import DSE, HEAD_DIR
 from pldistill.io import write_json
 from pldistill.models import BiEncoder
 from pldistill.sampling import new_pairs
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores
+from pldistill.validate import parse_params
 from stages.augment import augment
 from stages.distill import distill
 from stages.download import download
@@ -44,7 +44,7 @@ MINILM = "bundled:all-MiniLM-L6-v2"
 PRUNED = [0, 2, 4]  # a 3-layer MiniLM student
 ST = "sentence-transformers"  # student.trainer: sentence-transformers' trainers instead of our loop
 # Pinned here, not taken from params.yaml (whose defaults are the demo's): Augmented SBERT's setting, as
-# in the README's STS-B tables up to 0.5.0. A pruned student trains longer and faster (as the demo's).
+# in docs/results.md's STS-B tables up to 0.5.0. A pruned student trains longer and faster (as the demo's).
 BASE = {"sample": {"top_k": 3},
         "teacher": {"kind": "cross", "finetune": True, "calibrate": "auto", "members": [], "layers": None},
         "student": {"layers": None, "lr": 2.0e-5, "epochs": 1}}

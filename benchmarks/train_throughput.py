@@ -1,4 +1,4 @@
-"""Our training loop (pldistill.training.Fit) against sentence-transformers' trainers, same CPU, one run.
+"""Our training loop (pldistill.loop.Fit) against sentence-transformers' trainers, same CPU, one run.
 
     OMP_NUM_THREADS=1 python benchmarks/train_throughput.py --stsb ../shared/data/Stsbenchmark.tar.gz --threads 1
 

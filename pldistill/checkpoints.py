@@ -38,7 +38,7 @@ from pldistill.io import atomic_dir
 FORMAT = 2  # bumped when the layout changes: an older checkpoint is then ignored, never misread
 STATE = "state.json"
 # The modules whose code decides what a training step does: a checkpoint made by other code is not resumed.
-CODE = ("training.py", "checkpoints.py", "losses.py", "models.py", "dse.py")
+CODE = ("loop.py", "training.py", "checkpoints.py", "losses.py", "models.py", "dse.py", "device.py")
 
 _root: Path | None = None
 _used: set[Path] = set()

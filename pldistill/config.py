@@ -2,6 +2,10 @@
 
 Every section is a pydantic model with ``extra="forbid"``: an unknown or misspelt key stops the run
 with a message naming the key, and a bad value names the key and what is allowed.
+
+Configuration is plain data at the bottom of the import graph: it imports no registry. The names only a
+registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) come in as
+``names`` (pldistill.validate hands over the registries' own), and are checked like any other value.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from pldistill.bundled import BUNDLED
-from pldistill.recipes import RECIPES  # the recipe registry's names (pldistill.recipes imports nothing heavy)
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
@@ -36,29 +39,23 @@ DISTRIBUTED_WHY = {
 }  # `bundled:<name>`; weights and sha256 in pldistill.bundled
 
 
-def named_datasets() -> tuple[str, ...]:
-    """The datasets read by name: pldistill.datasets' registry (imported here late: it imports this module)."""
-    from pldistill.datasets import LOADERS
-
-    return tuple(LOADERS)
+# The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.
+Names = dict[str, tuple[str, ...]]
 
 
-def strategies() -> tuple[str, ...]:
-    """The sampling strategies: pldistill.sampling's registry."""
-    from pldistill.sampling import REGISTRY
-
-    return tuple(REGISTRY)
-
-
-def rtt_backends() -> tuple[str, ...]:
-    """The round-trip translation backends: none, then pldistill.rtt's registry."""
-    from pldistill.rtt import BACKENDS
-
-    return ("none", *BACKENDS)
+def _registered(kind: str, value: str, info: ValidationInfo) -> str:
+    """``value`` must be one of the names the registry ``kind`` holds, when the caller handed them over."""
+    allowed = (info.context or {}).get(kind)
+    return value if allowed is None else _one_of(value, allowed)
 
 
 class ConfigError(ValueError):
     """params.yaml is missing, unreadable or invalid; the message names the key."""
+
+
+def is_table(dataset: str) -> bool:
+    """A ``data.dataset`` that names a table by path (else it names a dataset)."""
+    return dataset.lower().endswith(TABLE_SUFFIXES)
 
 
 def _one_of(value: str, allowed: tuple[str, ...]) -> str:
@@ -68,8 +65,27 @@ def _one_of(value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _merged(default: dict, given: dict) -> dict:
+    """``given`` over ``default``, key by key and section by section."""
+    out = dict(default)
+    for k, v in given.items():
+        out[k] = _merged(default[k], v) if isinstance(v, dict) and isinstance(default.get(k), dict) else v
+    return out
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_keep_their_defaults(cls, raw: object) -> object:
+        # A section given in part keeps the rest of its own default, which may differ from its class's: trans.cross
+        # and trans.bi are both StepParams, with the paper's settings for each; teacher and student TrainParams.
+        if not isinstance(raw, dict):
+            return raw
+        return {k: _merged(d.model_dump(), v) if isinstance(v, dict) and isinstance(
+                    d := getattr(cls.model_fields.get(k), "default", None), BaseModel) else v
+                for k, v in raw.items()}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -109,15 +125,14 @@ class DataParams(_Section):
 
     @field_validator("dataset")
     @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v in named_datasets() or v.lower().endswith(TABLE_SUFFIXES):
+    def _known_dataset(cls, v: str, info: ValidationInfo) -> str:
+        named = (info.context or {}).get("dataset")
+        if named is None or v in named or is_table(v):
             return v
         packed = (" (a compressed table is read as one: name it for what it holds, e.g. pairs.csv)"
                   if v.lower().endswith((".gz", ".bz2", ".xz", ".zip")) else "")
-        raise ValueError(
-            f"expected one of {', '.join(named_datasets())} or a path ending in "
-            f"{', '.join(TABLE_SUFFIXES)}; found {v!r}{packed}"
-        )
+        raise ValueError(f"expected one of {', '.join(named)} or a path ending in {', '.join(TABLE_SUFFIXES)}; "
+                         f"found {v!r}{packed}")
 
     _known_task = field_validator("task")(lambda v: v if v is None else _one_of(v, TASKS))
 
@@ -144,7 +159,7 @@ class DataParams(_Section):
     @property
     def name(self) -> str:
         """Folder name under data/raw/: the dataset's name, or a path's file stem."""
-        if self.dataset in named_datasets():
+        if not is_table(self.dataset):  # a named dataset
             return self.dataset
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
 
@@ -161,8 +176,8 @@ class AdaptParams(DataParams):
 
     @field_validator("dataset")
     @classmethod
-    def _known_dataset(cls, v: str | None) -> str | None:
-        return v if v is None else DataParams._known_dataset(v)
+    def _known_dataset(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return v if v is None else DataParams._known_dataset(v, info)
 
     @property
     def data(self) -> DataParams | None:
@@ -221,7 +236,7 @@ def _installed(backend: str) -> str:
 class RTTParams(_Section):
     """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
 
-    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS
+    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
     source: str = "en"  # the corpus language
     languages: tuple[str, ...] = ("de",)  # pivot languages
     models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
@@ -235,7 +250,7 @@ class RTTParams(_Section):
     max_new_tokens: int = Field(128, ge=1)
     bf16: Bf16 = "auto"
 
-    _known_backend = field_validator("backend")(lambda v: _one_of(v, rtt_backends()))
+    _known_backend = field_validator("backend")(lambda v, info: _registered("rtt_backend", v, info))
 
     @model_validator(mode="after")
     def _table_needs_a_file(self) -> RTTParams:
@@ -292,7 +307,7 @@ class KDEParams(_Section):
 
 class SampleParams(_Section):
     strategy: str = "bm25"
-    top_k: int = Field(3, ge=1, le=100)
+    top_k: int = Field(10, ge=1, le=100)
     query_chunk: int = Field(256, ge=1)
     bm25: BM25Params = BM25Params()
     random: RandomParams = RandomParams()
@@ -301,13 +316,14 @@ class SampleParams(_Section):
 
     @field_validator("strategy")
     @classmethod
-    def _known_strategy(cls, v: str) -> str:
+    def _known_strategy(cls, v: str, info: ValidationInfo) -> str:
         # a registered name (bm25+semantic is one), or registered names joined by "+" (given+bm25)
-        if v in strategies():
+        allowed = (info.context or {}).get("strategy")
+        if allowed is None or v in allowed:
             return v
         parts = v.split("+")
-        if len(set(parts)) < len(parts) or any(p not in strategies() or p in ("none", "kde") for p in parts):
-            raise ValueError(f"expected one of {', '.join(strategies())}, or several of them but none and kde "
+        if len(set(parts)) < len(parts) or any(p not in allowed or p in ("none", "kde") for p in parts):
+            raise ValueError(f"expected one of {', '.join(allowed)}, or several of them but none and kde "
                              f"joined by + (e.g. given+bm25); found {v!r}")
         return v
 
@@ -362,7 +378,7 @@ class TrainParams(StepParams):
     seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
     layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
-    # ours: pldistill.training's loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
+    # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
     trainer: Literal["ours", "sentence-transformers"] = "ours"
 
@@ -388,8 +404,8 @@ class TrainParams(StepParams):
 class TeacherMember(TrainParams):
     """One teacher: what it is, whether it learns the gold pairs, and how its score meets the gold scale."""
 
-    kind: str = "cross"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
-    finetune: bool = True  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
+    kind: str = "bi"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
+    finetune: bool = False  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
     calibrate: str = "auto"  # auto: none when fine-tuned (its loss targets the gold scale), else linear
                              # linear: least squares on dev | isotonic: monotone fit on dev | none: clipped to [0, 1]
 
@@ -428,24 +444,6 @@ class TeacherParams(TeacherMember):
         """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
         return (not self.members and self.kind == "cross" and self.finetune and self.calibration == "none"
                 and self.layers is None)
-
-
-class TransCrossParams(StepParams):
-    """Trans-Encoder bi->cross step (paper, Table 16): soft BCE, lr 2e-5, batch 32, 1 epoch, length 64."""
-
-    batch_size: int = Field(32, ge=1)
-    max_length: int = Field(64, ge=8)
-
-
-class TransBiParams(StepParams):
-    """Trans-Encoder cross->bi step (paper, Table 16): cosine MSE, lr 5e-5, batch 128, 10 epochs, length 32."""
-
-    epochs: int = Field(10, ge=1)
-    batch_size: int = Field(128, ge=1)
-    lr: float = Field(5e-5, gt=0)
-    warmup: float = Field(0.0, ge=0, lt=1)
-    max_length: int = Field(32, ge=8)
-    evals_per_epoch: int = Field(1, ge=1)
 
 
 class MutualModel(_Section):
@@ -518,8 +516,10 @@ class TransParams(_Section):
     sampled: bool = False  # also learn the pairs stage `sample` found
     target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
     mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
-    cross: TransCrossParams = TransCrossParams()
-    bi: TransBiParams = TransBiParams()
+    # the paper's Table 16: bi -> cross, soft BCE (lr 2e-5, batch 32, 1 epoch, length 64); cross -> bi, cosine MSE
+    # (lr 5e-5, batch 128, 10 epochs, length 32)
+    cross: StepParams = StepParams(batch_size=32, max_length=64)
+    bi: StepParams = StepParams(epochs=10, batch_size=128, lr=5e-5, warmup=0.0, max_length=32, evals_per_epoch=1)
 
     @field_validator("splits")
     @classmethod
@@ -570,13 +570,18 @@ class EmbedParams(StepParams):
                          f"with a sentence column; found {v!r}")
 
 
-class LabelParams(_Section):
+class InferenceParams(_Section):
+    """How a model scores: stage label (the teacher), stage evaluate and dev scoring during training."""
+
     batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
     bf16: Bf16 = "auto"
     backend: Backend = "auto"
 
     _backend_installed = field_validator("backend")(_installed)
     _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
+
+
+LabelParams = InferenceParams  # the label section: inference settings, nothing more
 
 
 class ExtraSet(_Section):
@@ -593,14 +598,10 @@ class ExtraSet(_Section):
         return v
 
 
-class EvaluateParams(_Section):
-    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
-    bf16: Bf16 = "auto"
-    backend: Backend = "auto"
-    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+class EvaluateParams(InferenceParams):
+    """The evaluate section: inference settings, and more evaluation sets."""
 
-    _backend_installed = field_validator("backend")(_installed)
-    _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
+    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")
     @classmethod
@@ -620,16 +621,16 @@ class Params(_Section):
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
-    teacher: TeacherParams = TeacherParams()
+    teacher: TeacherParams = TeacherParams(epochs=4)
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
-    student: TrainParams = TrainParams()
-    embed: EmbedParams = EmbedParams()
+    student: TrainParams = TrainParams(epochs=2, lr=1e-4, layers=(0, 2, 4))  # pruned: needs more than 2e-5
+    embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
     ensemble: EnsembleParams = EnsembleParams()
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
 
-    _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
+    _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:
@@ -729,10 +730,11 @@ def _describe(err: ValidationError, path: Path) -> str:
     return "\n".join(lines)
 
 
-def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:
-    """Validate a params mapping; raise ConfigError naming every bad key."""
+def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:
+    """Validate a params mapping; raise ConfigError naming every bad key. ``names``: the registries' names
+    (pldistill.validate.names()); a key whose registry is not among them is checked for its type only."""
     try:
-        return Params.model_validate(raw)
+        return Params.model_validate(raw, context=names)
     except ValidationError as err:
         raise ConfigError(_describe(err, Path(path))) from None
 
@@ -752,7 +754,8 @@ class _UniqueKeys(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_params(path: Path | str = "params.yaml") -> Params:
+def read_params(path: Path | str = "params.yaml") -> dict:
+    """params.yaml as a mapping, unvalidated; ConfigError when it is missing or not a YAML mapping."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found (run from the project root)")
@@ -765,4 +768,9 @@ def load_params(path: Path | str = "params.yaml") -> Params:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level, found {type(raw).__name__}")
-    return parse_params(raw, path)
+    return raw
+
+
+def load_params(path: Path | str = "params.yaml", names: Names | None = None) -> Params:
+    """params.yaml, validated (``names``: as parse_params)."""
+    return parse_params(read_params(path), path, names)

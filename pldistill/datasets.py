@@ -668,7 +668,7 @@ def load_demo(params: DataParams, rng: np.random.Generator) -> Loaded:
     return load_table(path, params.model_copy(update={"columns": {}}), rng, (0.0, 5.0))
 
 
-# The datasets read by name (data.dataset); anything else is a table's path. config takes the names from here.
+# The datasets read by name (data.dataset); anything else is a table's path. validate hands config these names.
 LOADERS: dict[str, Callable[[DataParams, np.random.Generator], Loaded]] = {
     "demo": load_demo,
     "stsb": lambda params, rng: load_stsb(params),

@@ -4,7 +4,7 @@
 more than one, and the stage joins the group (``join``) before any work. Every helper here is a no-op in a
 single process, so one code path serves both and one process runs exactly as before.
 
-- Training (``pldistill.training.Fit``) is data-parallel: every rank holds the whole model; each takes its
+- Training (``pldistill.loop.Fit``) is data-parallel: every rank holds the whole model; each takes its
   slice of the same batch (``share``), gradients are averaged over the ranks (``average_gradients``), and
   the dev score is computed on rank 0 and sent to the others (``on_main``), so every rank keeps the same
   checkpoint. Rank 0 alone writes.

@@ -187,6 +187,48 @@ def write_json(path: Path | str, obj: object) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+# A stage report's numbers measured of the machine that ran it (wall times, throughput): they change with every
+# run and every host, so they are kept out of the report (in git, hashed in dvc.lock) in a file of their own.
+MACHINE_DIR = "machine"  # metrics/machine/<stage>.json beside metrics/<stage>.json: git-ignored, not a DVC output
+
+
+def of_the_machine(key: str) -> bool:
+    return key.endswith(("seconds", "_per_s")) or key == "speedup"
+
+
+def split_report(report: object) -> tuple[object, object]:
+    """(the report without the keys ``of_the_machine``, those keys alone, where they sat; None if none)."""
+    if isinstance(report, dict):
+        kept, machine = {}, {}
+        for k, v in report.items():
+            if of_the_machine(k):
+                machine[k] = v
+                continue
+            kept[k], measured = split_report(v)
+            if measured:
+                machine[k] = measured
+        return kept, machine or None
+    if isinstance(report, list):
+        parts = [split_report(v) for v in report]
+        measured = [m or {} for _, m in parts]
+        return [k for k, _ in parts], measured if any(measured) else None
+    return report, None
+
+
+def machine_path(report: Path | str) -> Path:
+    return Path(report).parent / MACHINE_DIR / Path(report).name
+
+
+def write_report(path: Path | str, report: dict) -> None:
+    """A stage's report: what it made to ``path``; what it measured of this machine to ``machine_path(path)``."""
+    kept, measured = split_report(report)
+    write_json(path, kept)
+    if measured:
+        write_json(machine_path(path), measured)
+    else:
+        machine_path(path).unlink(missing_ok=True)
+
+
 # Rows per Parquet row group: a reader streaming a large artifact (stage label) holds one group at a time.
 ROW_GROUP = 65_536
 

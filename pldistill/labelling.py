@@ -19,12 +19,12 @@ from pldistill import diagnostics, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
 from pldistill.io import scratch, write_csv_rows
-from pldistill.runtime import seed_all
+from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 
 CYCLE = 1  # the label stage's labelling is cycle 1 (Trans-Encoder's cycles label inside stage distill)
 TARGET = "target"  # domain adaptation: the strategy of the target's own training pairs (scores dropped)
-# Pairs labelled and written at a time: memory stays flat however many pairs there are (README "Labelling
+# Pairs labelled and written at a time: memory stays flat however many pairs there are (docs/benchmarks.md "Labelling
 # a million pairs" measures it); batches are length-sorted inside a chunk. Several processes: each labels
 # its slice of every chunk, and rank 0 writes the chunk whole (one row group, as one process writes it).
 CHUNK_ROWS = 16_384

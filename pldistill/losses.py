@@ -65,3 +65,15 @@ def cosine_matrix_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Ten
     s = F.normalize(student.float(), dim=-1)
     t = F.normalize(teacher.float(), dim=-1)
     return F.mse_loss(s @ s.T, t @ t.T)  # (batch, batch) each
+
+
+def embedding_distill(student: torch.Tensor, teacher: torch.Tensor, infonce_weight: float,
+                      temperature: float) -> torch.Tensor:
+    """The RTT-ensemble student's loss (the paper's Eq. 3): (1 - w) MAE + w InfoNCE to the teacher's embeddings.
+
+    student: (batch, dim) embeddings, normalised here first, so that a student without a Normalize module
+    learns the teacher's direction instead of spending the MAE on shrinking its norm; teacher: (batch, dim),
+    unit length.
+    """
+    s = F.normalize(student.float(), dim=-1)
+    return (1 - infonce_weight) * embedding_mae(s, teacher) + infonce_weight * info_nce(s, teacher, temperature)

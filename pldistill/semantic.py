@@ -24,7 +24,7 @@ _MIN_POINTS_PER_CENTROID = 39
 class TorchExact:
     """Exact inner-product search with torch matmul + topk, faiss's ``search`` interface.
 
-    On a 2-core CPU it ran 3.7x faster than faiss's flat index over 200,000 rows (README benchmarks);
+    On a 2-core CPU it ran 3.7x faster than faiss's flat index over 200,000 rows (docs/benchmarks.md);
     queries go in blocks of ``block`` so memory is one (block, n) float32 score matrix.
     """
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
 from pldistill import checkpoints, distributed, tracking
-from pldistill.config import ConfigError, EvaluateParams, TrainParams
+from pldistill.config import ConfigError, TrainParams
+from pldistill.loop import FitResult, eval_steps
 from pldistill.models import BiEncoder, CrossModel
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
@@ -41,12 +42,8 @@ def refuse(params: TrainParams, world: int, desc: str) -> None:
                           f"multiple")
 
 
-def _evaluator(model: BiEncoder | CrossModel, dev: pd.DataFrame, eval_params: EvaluateParams):
+def _evaluator(model: BiEncoder | CrossModel, score: Callable[[], float]):
     from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
-
-    from pldistill.training import dev_spearman
-
-    score = dev_spearman(model, dev, eval_params)
 
     class DevSpearman(BaseEvaluator):
         """Our dev score (Spearman x100 of ``model.score``), as the Trainer's metric ``eval_dev_spearman``."""
@@ -97,10 +94,10 @@ def _bar_only():
     return Bar()
 
 
-def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: EvaluateParams, s1: list[str],
-          s2: list[str], target: np.ndarray, dev: pd.DataFrame, seed: int, desc: str, amp: str):
+def train(model: BiEncoder | CrossModel, params: TrainParams, s1: list[str], s2: list[str], target: np.ndarray,
+          dev_score: Callable[[], float], seed: int, desc: str, amp: str) -> FitResult:
     """Train ``model`` (seeded and loaded by the caller) on (s1, s2, target); leave it at the checkpoint
-    ``params.select`` keeps; return the run's ``FitResult``."""
+    ``params.select`` keeps, by ``dev_score`` (as our loop's ``fit``); return the run's ``FitResult``."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
@@ -108,13 +105,11 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, eval_params: Evalu
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
     from transformers.trainer_callback import ProgressCallback
 
-    from pldistill.training import FitResult, eval_steps
-
     t0 = time.perf_counter()
     per_epoch = math.ceil(len(target) / params.batch_size)
     total = per_epoch * params.epochs
     scored_at = eval_steps(per_epoch, params)  # as our loop's
-    evaluator = _evaluator(model, dev, eval_params)
+    evaluator = _evaluator(model, dev_score)
     start = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
     dev0 = evaluator(model.model)["dev_spearman"]  # the start is a checkpoint too
     folder = checkpoints.path_for(checkpoints.fingerprint({

@@ -1,64 +1,37 @@
-"""One training loop for every model: AdamW, linear warm-up/decay, dev-score checkpoint selection, mixed
-precision (bf16, or fp16 with loss scaling), gradient accumulation, mid-run checkpoints (pldistill.checkpoints)
-and DVCLive curves (pldistill.tracking)."""
+"""The one training entry point: load a model and train it, on our loop (pldistill.loop) or on
+sentence-transformers' trainers (pldistill.st_trainer, ``trainer: sentence-transformers``), selected on dev
+Spearman; with ``seeds`` > 1, seed-optimised. Also the dev scorer every run is selected by.
+
+Our loop's names (``Fit``, ``fit``, ``fit_seeds``, ``FitResult``, ...) are importable from here too.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
-from pldistill import ahead, checkpoints, distributed, tracking
-from pldistill.config import ConfigError, EvaluateParams, StepParams, TrainParams
-from pldistill.io import write_csv_rows
+from pldistill import distributed, st_trainer
+from pldistill.config import EvaluateParams, StepParams, TrainParams
+from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
+    BatchLoss,
+    Fit,
+    FitResult,
+    Prefetch,
+    eval_steps,
+    fit,
+    fit_seeds,
+    precision,
+    write_curves,
+)
 from pldistill.metrics import correlation
-from pldistill.models import BatchLoss, BiEncoder, CrossModel, Prefetch, at_length, native_bf16
-from pldistill.runtime import seed_all
+from pldistill.models import BiEncoder, CrossModel, at_length
+from pldistill.seeding import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
-
-
-@dataclass
-class FitResult:
-    best_dev: float
-    best_step: int
-    steps: int
-    seconds: float
-    curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
-    seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
-    precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
-
-    def write_curve(self, path: Path | str) -> None:
-        """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
-        write_csv_rows(path, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in self.curve])
-
-    def summary(self) -> dict:
-        out = {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
-               "train_seconds": round(self.seconds, 1)}
-        if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
-            out["precision"] = self.precision
-        return {**out, "seed_optimisation": self.seeds} if self.seeds else out
-
-
-def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:
-    """Several runs' dev curves (name, curve, steps) laid end to end in one plot (column ``member`` when
-    there are several)."""
-    rows, offset = [], 0
-    for name, c, steps in curves:
-        rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
-        offset += steps + 1  # the next run's step 0 gets an x of its own
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
 
 
 def dev_spearman(model: BiEncoder | CrossModel, dev: pd.DataFrame, params: EvaluateParams) -> Callable[[], float]:
@@ -75,343 +48,6 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
     """{split: {"spearman", "pearson"}} of the model's scores against each split's gold scores."""
     return {name: correlation(model.score(df["sentence1"], df["sentence2"], params.batch_size, params.bf16),
                               df["score"]) for name, df in splits.items()}
-
-
-def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
-    """The steps dev is scored at (besides step 0): ``params.evals_per_epoch`` times an epoch, the last step too."""
-    total = per_epoch * params.epochs
-    return {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
-            for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
-
-
-def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[str, float]) -> torch.optim.Optimizer:
-    """AdamW; no decay on biases and LayerNorm weights; parameters named ``<prefix>.…`` get their own lr."""
-    groups: dict[tuple[float, bool], list] = {}
-    for name, p in module.named_parameters():
-        if p.requires_grad:
-            lr = next((v for k, v in lr_by_prefix.items() if name.startswith(k + ".")), params.lr)
-            groups.setdefault((lr, p.ndim >= 2), []).append(p)
-    return torch.optim.AdamW([{"params": ps, "lr": lr, "weight_decay": params.weight_decay if decay else 0.0}
-                              for (lr, decay), ps in groups.items()], lr=params.lr,
-                             fused=params.optimizer == "adamw-fused" or None)
-
-
-def precision(params: StepParams, desc: str) -> str:
-    """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
-    amp, cuda = params.amp, torch.cuda.is_available()
-    if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
-        amp = "bf16" if native_bf16() else "fp16" if cuda and params.precision == "auto" else "fp32"
-    if amp == "fp16" and not cuda:
-        raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
-                          f"CUDA's) and none was found; set this section's precision to bf16 or fp32")
-    return amp
-
-
-class Fit:
-    """One training run that can pause after any step and resume where it stopped.
-
-    ``advance(step)`` trains up to that step (scoring dev there), ``finish()`` trains to the end and
-    leaves the module at the kept checkpoint. Seed optimisation pauses several runs and finishes one.
-    torch's global RNG (dropout) is saved on pause and restored on resume, so a paused-and-resumed run
-    is the run it would have been uninterrupted. Inside ``checkpoints.enabled`` the same holds across
-    processes: a checkpoint is written every ``params.checkpoint_every`` steps (at each dev evaluation by
-    default) and at each pause, and a rerun of the same run (same fingerprint) resumes from it.
-
-    ``prefetch``: the model's (``BiEncoder.prefetch``, ``CrossModel.prefetch``) where ``batch_loss`` is its own;
-    the next step's micro-batches are then tokenised in a worker thread while this step computes
-    (pldistill.ahead), with the same features, so the same weights.
-    """
-
-    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str],
-                 target: np.ndarray, dev_score: Callable[[], float], params: StepParams,
-                 generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
-                 prefetch: Prefetch | None = None):
-        n = len(target)
-        if n == 0:
-            raise ValueError(f"{desc}: no training pairs")
-        self.module, self.batch_loss, self.s1, self.s2 = module, batch_loss, s1, s2
-        self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
-        self.dev_score, self.params, self.generator = dev_score, params, generator
-        self.per_epoch = math.ceil(n / params.batch_size)
-        self.total = self.per_epoch * params.epochs
-        self.eval_steps = eval_steps(self.per_epoch, params)
-        self.opt = _optimizer(module, params, lr_by_prefix or {})
-        self.sched = get_linear_schedule_with_warmup(self.opt, int(params.warmup * self.total), self.total)
-        self.device = next(module.parameters()).device
-        self.amp = precision(params, desc)
-        # fp16 gradients underflow without loss scaling; disabled, the scaler is a pass-through (opt.step())
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == "fp16")
-        self.step, self.seconds, self.curve, self.running, self.losses, self.lrs = 0, 0.0, [], [], [], []
-        self.best = {"dev": -math.inf, "step": 0, "state": None}
-        self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
-        self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
-        self.prefetch, self._workers = prefetch, ahead.pool() if prefetch is not None else None
-        distributed.broadcast_parameters(module)  # several processes: every rank starts from rank 0's weights
-        distributed.own_dropout_stream()
-        self._rng = _rng_state()  # as the caller seeded it: weight init done, dropout not yet drawn
-        self.log = tracking.run_log(self.total)
-        t0 = time.perf_counter()
-        self._evaluate()  # the start is a checkpoint too
-        self._ckpt, self._saved_step, self._best_saved = self._checkpoint_path(desc, lr_by_prefix), -1, None
-        if self._ckpt is not None:
-            self._resume()
-        self.seconds += time.perf_counter() - t0
-
-    def _next_batch(self) -> list[int]:
-        """The next batch of row indices: a fresh permutation each epoch, drawn only when the epoch starts."""
-        i = self.step % self.per_epoch
-        if i == 0:
-            self._order = torch.randperm(len(self.y), generator=self.generator).tolist()
-        return self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size]
-
-    def _evaluate(self) -> float:
-        self._settle()  # the next step's inputs are tokenised before dev scoring changes the model's settings
-        self.module.eval()
-        dev = float(distributed.on_main(self.dev_score))  # every rank keeps the checkpoint rank 0's score picks
-        loss = round(float(np.mean(self.running)), 5) if self.running else None
-        self.curve.append({"step": self.step, "epoch": round(self.step / self.per_epoch, 3), "loss": loss, "dev": dev})
-        self.running.clear()
-        if self.params.select == "last":
-            self.best.update(dev=dev, step=self.step)
-        elif dev > self.best["dev"]:
-            state = {k: v.detach().clone() for k, v in self.module.state_dict().items()}
-            self.best.update(dev=dev, step=self.step, state=state)
-        if self.log:
-            self.log.dev(self.step, dev)
-        return dev
-
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.amp)
-        return torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None)
-
-    def _micro_batches(self, idx: list[int]) -> list[list[int]]:
-        """``idx`` in ``params.accumulate`` contiguous parts, as equal as can be (an empty one dropped)."""
-        k, n = self.params.accumulate, len(idx)
-        return [part for j in range(k) if (part := idx[j * n // k : (j + 1) * n // k])]
-
-    def _parts(self, batch: list[int]) -> tuple[list[list[int]], float]:
-        """This rank's micro-batches of ``batch`` and the rank's share of it."""
-        idx, weight = distributed.share(batch)  # several processes: this rank's slice of the batch
-        return self._micro_batches(idx), weight
-
-    def _prefetch_next(self) -> None:
-        """Tokenise the next step's micro-batches while this one computes; not across an epoch's end, whose
-        permutation is drawn when the next epoch starts."""
-        i = (self.step + 1) % self.per_epoch
-        if self.prefetch is None or i == 0 or self.step + 1 >= self.total:
-            return
-        parts, _ = self._parts(self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size])
-        self.prefetch(self._workers, [([self.s1[j] for j in p], [self.s2[j] for j in p]) for p in parts])
-
-    def _settle(self) -> None:
-        if self._workers is not None:  # one worker, first in first out: a no-op is done when all before it are
-            self._workers.submit(lambda: None).result()
-
-    def _train_step(self, batch: list[int]) -> None:
-        self.module.train()
-        parts, weight = self._parts(batch)
-        idx = [j for part in parts for j in part]
-        self._prefetch_next()
-        loss = 0.0
-        for part in parts:
-            with self._autocast():
-                micro = self.batch_loss([self.s1[j] for j in part], [self.s2[j] for j in part],
-                                        self.y[part].to(self.device))
-            # each micro-batch's mean loss weighted by its share of the slice (and the slice's by its share of
-            # the batch): the gradients sum to the gradient of the whole batch's mean loss, up to float rounding
-            share = weight * len(part) / len(idx)
-            micro = micro * share if share != 1.0 else micro
-            self.scaler.scale(micro).backward()
-            loss += micro.item()
-        # several processes: one all-reduce per optimizer step, of the scaled gradients (every rank has the same
-        # scale, so they unscale alike and skip an overflowed step together); one process: the loss as it is
-        if distributed.world() > 1:
-            loss = distributed.average_gradients(self.module, torch.tensor(loss))
-        self.scaler.unscale_(self.opt)  # clip the true gradients, not the scaled ones
-        torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
-        self.scaler.step(self.opt)  # skipped by the scaler when an fp16 gradient overflowed
-        self.scaler.update()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
-        self.running.append(loss)
-        self.losses.append(loss)
-        self.lrs.append(self.sched.get_last_lr()[0])
-        self.step += 1
-        if self.log:
-            self.log.train(self.step, loss, self.lrs[-1])
-        self.bar.update(1)
-        self.bar.set_postfix(loss=f"{loss:.4f}", best_dev=f"{self.best['dev']:.2f}", refresh=False)
-
-    def advance(self, until: int) -> float:
-        """Train up to step ``until`` (at most the last); return the dev score there."""
-        until = min(until, self.total)
-        if until < self.step:  # resumed from a checkpoint past the pause: the pause's score is in the curve
-            return next(r["dev"] for r in self.curve if r["step"] == until)
-        t0 = time.perf_counter()
-        _set_rng_state(self._rng)
-        while self.step < until:
-            self._train_step(self._next_batch())
-            if self.step in self.eval_steps and self.step < until:
-                self._evaluate()
-            if self._checkpoint_due() and self.step < until:
-                self._save()
-        dev = self.curve[-1]["dev"] if self.curve[-1]["step"] == self.step else self._evaluate()
-        self._rng = _rng_state()
-        if self._ckpt is not None and self.params.checkpoint_every != 0 and self._saved_step != self.step:
-            self._save()  # at each pause and at the end: a rerun of a finished run only reloads it
-        self.seconds += time.perf_counter() - t0
-        return dev
-
-    # -- mid-run checkpoints (pldistill.checkpoints) ------------------------------------------------------
-
-    def _checkpoint_path(self, desc: str, lr_by_prefix: dict[str, float] | None) -> Path | None:
-        """Where this run checkpoints (None: checkpoints off), named by all it depends on. Taken after
-        the step-0 evaluation, whose score stands in for the dev set and how it is scored. Several processes:
-        rank 0's fingerprint (with its RNG and the number of processes) names the run for every rank."""
-        if self.params.checkpoint_every == 0 or not checkpoints.active():
-            return None
-        world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
-        key = distributed.on_main(lambda: checkpoints.fingerprint({
-            "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
-            "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1), "s2": "\0".join(self.s2), "y": self.y,
-            "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
-            "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
-        return checkpoints.path_for(key)
-
-    def _checkpoint_due(self) -> bool:
-        every = self.params.checkpoint_every
-        if self._ckpt is None or every == 0:
-            return False
-        return self.step in self.eval_steps if every is None else self.step % every == 0
-
-    def _save(self) -> None:
-        t0 = time.perf_counter()
-        state = {"fingerprint": self._ckpt.name, "step": self.step, "seconds": self.seconds, "curve": self.curve,
-                 "running": self.running, "losses": self.losses, "lrs": self.lrs, "order": self._order,
-                 "best": {"dev": self.best["dev"], "step": self.best["step"]},
-                 "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict()}
-        rng = {f"torch.{i}": t for i, t in enumerate(_rng_state())}
-        rng["generator"] = self.generator.get_state()
-        # several processes: everything but the RNG is the same on every rank (rank 0's weights, averaged
-        # gradients), so rank 0 writes one checkpoint holding each rank's RNG (its own dropout masks)
-        ranks = distributed.gather_on_main(_rng_state())
-        if distributed.is_main():
-            for r, states in enumerate(ranks[1:], start=1):
-                rng.update({f"rank{r}.torch.{i}": t for i, t in enumerate(states)})
-            checkpoints.save(self._ckpt, self.module.state_dict(), self.opt.state_dict(), rng, state,
-                             self.best["state"], best_unchanged=self._best_saved == self.best["step"])
-        self._saved_step, self._best_saved = self.step, self.best["step"]
-        self.seconds -= time.perf_counter() - t0  # train_seconds counts training, not checkpoint writes
-
-    def _resume(self) -> None:
-        ck = checkpoints.load(self._ckpt, self._ckpt.name)
-        mine = "" if distributed.rank() == 0 else f"rank{distributed.rank()}."
-        has_rng = ck is not None and f"{mine}torch.0" in ck["rng"]
-        if not distributed.everywhere(has_rng):  # every rank resumes, or none does
-            return
-        st = ck["state"]
-        self.module.load_state_dict(ck["model"])
-        self.opt.load_state_dict(ck["optimizer"])
-        self.sched.load_state_dict(st["scheduler"])
-        self.scaler.load_state_dict(st["scaler"])
-        self.step, self.curve, self.running, self.losses = st["step"], st["curve"], st["running"], st["losses"]
-        self.seconds, self._order, self.lrs = st["seconds"], st["order"], st["lrs"]
-        self.best.update(dev=st["best"]["dev"], step=st["best"]["step"])
-        if ck["best"] is not None:
-            self.best["state"] = ck["best"]
-        self._rng = [ck["rng"][f"{mine}torch.{i}"] for i in range(len(self._rng))]
-        self.generator.set_state(ck["rng"]["generator"])
-        self._saved_step, self._best_saved = self.step, self.best["step"]
-        self.bar.update(self.step)
-        if distributed.is_main():
-            print(f"{self.bar.desc}: resumed from the checkpoint at step {self.step} of {self.total} "
-                  f"({self._ckpt})", file=sys.stderr)
-        if self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
-            for i, (loss, lr) in enumerate(zip(self.losses, self.lrs), start=1):
-                self.log.train(i, loss, lr)
-            for row in self.curve[1:]:
-                self.log.dev(row["step"], row["dev"])
-
-    def finish(self) -> FitResult:
-        """Train to the end; leave the module at the kept checkpoint (best dev, or the last)."""
-        self.advance(self.total)
-        self.close()
-        if self.params.select == "dev":
-            self.module.load_state_dict(self.best["state"])
-        self.module.eval()
-        return FitResult(best_dev=self.best["dev"], best_step=self.best["step"], steps=self.step,
-                         seconds=self.seconds, curve=self.curve, precision=self.amp)
-
-    def close(self) -> None:
-        self.bar.close()
-        if self._workers is not None:
-            self._workers.shutdown(cancel_futures=True)
-
-
-def _rng_state() -> list[torch.Tensor]:
-    return [torch.get_rng_state(), *(torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])]
-
-
-def _set_rng_state(state: list[torch.Tensor]) -> None:
-    torch.set_rng_state(state[0])
-    if torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state[1:])
-
-
-def fit(
-    module: torch.nn.Module,
-    batch_loss: BatchLoss,
-    s1: list[str],
-    s2: list[str],
-    target: np.ndarray,
-    dev_score: Callable[[], float],
-    params: StepParams,
-    generator: torch.Generator,
-    desc: str = "train",
-    lr_by_prefix: dict[str, float] | None = None,
-    prefetch: Prefetch | None = None,
-) -> FitResult:
-    """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score
-    (``params.select`` dev), or at the end of training (last).
-
-    The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
-    the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
-    """
-    return Fit(module, batch_loss, s1, s2, target, dev_score, params, generator, desc, lr_by_prefix, prefetch).finish()
-
-
-def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: float) -> tuple[M, FitResult]:
-    """Seed optimisation (Augmented SBERT, after Dodge et al. 2020): start one run per seed, pause each
-    at ``stop`` of its training steps, and finish only the one with the best dev score there.
-
-    ``start(seed)`` seeds everything from ``seed`` and returns a fresh model and its ``Fit``. Only the best
-    paused run is kept in memory. The result's ``seeds`` records each seed's dev score at the stop and its time.
-    """
-    if not seeds:
-        raise ValueError("seed optimisation needs at least one seed")
-    t0 = time.perf_counter()
-    best: tuple[M, Fit] | None = None
-    chosen, trials = seeds[0], []
-    for seed in seeds:
-        model, run = start(seed)
-        if len(seeds) == 1:
-            best = model, run
-            break
-        stop_step = max(1, round(stop * run.total))
-        dev = run.advance(stop_step)
-        trials.append({"seed": seed, "stop_step": stop_step, "dev_at_stop": dev, "seconds": round(run.seconds, 1)})
-        if best is None or dev > best[1].curve[-1]["dev"]:  # a tie keeps the earlier seed
-            if best is not None:
-                best[1].close()
-            best, chosen = (model, run), seed
-        else:
-            run.close()
-    model, run = best
-    res = run.finish()
-    if trials:
-        res.seeds = {"seeds": len(seeds), "stop": stop, "chosen": chosen, "trials": trials,
-                     "seconds_all": round(time.perf_counter() - t0, 1)}
-    return model, res
 
 
 def fit_at(
@@ -442,13 +78,11 @@ def _train(
     s1: list[str], s2: list[str], target: list[float], dev: pd.DataFrame, seed: int, desc: str,
 ) -> tuple[M, FitResult]:
     if params.trainer == "sentence-transformers":
-        from pldistill import st_trainer
-
         st_trainer.refuse(params, distributed.world(), desc)
         seed_all(seed)  # before loading: a new head's init is drawn from it
         model = load()
-        return model, st_trainer.train(model, params, eval_params, s1, s2, np.asarray(target), dev, seed, desc,
-                                       precision(params, desc))
+        return model, st_trainer.train(model, params, s1, s2, np.asarray(target), dev_spearman(model, dev, eval_params),
+                                       seed, desc, precision(params, desc))
 
     def start(s: int) -> tuple[M, Fit]:
         _, gen = seed_all(s)  # before loading: a new head's init is drawn from it

@@ -11,7 +11,7 @@ import pandas as pd
 from pldistill import cleaning, given, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
-from pldistill.io import write_json, write_note_dir
+from pldistill.io import write_note_dir, write_report
 from pldistill.runtime import run_stage
 
 
@@ -51,7 +51,7 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
     train = schemas.read(out / "train.parquet", schemas.PAIRS)
     result["unscored"] = clean_given(params, raw / params.data.name, out)
     result["rtt"] = round_trip(params, train, out / schemas.PARAPHRASES_FILE)
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

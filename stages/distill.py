@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed, recipes
+from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
+from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
 from pldistill.runtime import run_stage
 
@@ -19,9 +20,9 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo; return the report."""
     dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot, embed)
     distributed.join(params.processes)
-    result = recipes.get(params.recipe).distill(params, dirs)
+    result = registry.get(params.recipe).distill(params, dirs)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 

@@ -9,8 +9,9 @@ import numpy as np
 
 from pldistill import datasets, given, schemas
 from pldistill.config import DataParams, Params
-from pldistill.io import write_json
-from pldistill.runtime import run_stage, seed_all
+from pldistill.io import write_report
+from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
        "fractions, and data.max_train must leave train at least 2")
@@ -57,7 +58,7 @@ def download(params: Params, out: Path, report: Path) -> dict:
     result = fetch(params.data, rng, out)
     if params.adapt.data:
         result["adapt"] = fetch(params.adapt.data, rng, out / datasets.SOURCE_DIR)
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

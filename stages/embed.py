@@ -12,9 +12,10 @@ from pathlib import Path
 from pldistill import cards, embedding, schemas
 from pldistill.config import EMBED_RECIPES, Params
 from pldistill.datasets import gold_dir
-from pldistill.io import write_csv_rows, write_json, write_note_dir
+from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
-from pldistill.runtime import run_stage, seed_all
+from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 from pldistill.training import fit_at, split_scores
 
@@ -38,7 +39,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
             write_note_dir(d, why)
         write_csv_rows(curve, ["step", "epoch", "dev_spearman"], [])
         result = {"epochs": params.embed.epochs, "skipped": why}
-        write_json(report, result)
+        write_report(report, result)
         return result
     ep, sp, ev = params.embed, params.student, params.evaluate
     rng, gen = seed_all(params.seed)
@@ -71,7 +72,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": int(raw.shape[1]),
               "projection": projection, "loss": ep.loss, "encode_seconds": round(encode_seconds, 1),
               "start": start, "after": split_scores(student, scored, ev), **res.summary()}
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

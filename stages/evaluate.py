@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cleaning, datasets, recipes, schemas
+from pldistill import cleaning, datasets, schemas
 from pldistill.config import EvaluateParams, ExtraSet, Params
-from pldistill.io import write_csv_rows, write_json
+from pldistill.io import write_csv_rows, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.models import BiEncoder
+from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import run_stage
 
@@ -70,7 +71,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     datasets.check_splits(splits, str(clean), datasets.MEASURABLE)  # no metric from a split that has none
     extra = {x.name: _extra_set(x, params) for x in ep.extra}  # read first: a bad source fails fast
-    recipe = recipes.get(params.recipe)
+    recipe = registry.get(params.recipe)
     models = {
         "bi": recipe.student(params, bi),
         "cross": recipe.teacher_model(params, cross, teacher),
@@ -86,7 +87,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
-    write_json(out, result)
+    write_report(out, result)
 
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],

@@ -9,7 +9,7 @@ from pathlib import Path
 from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.runtime import run_stage
 from pldistill.training import train_bi_encoder
 
@@ -36,7 +36,7 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> d
     res.write_curve(curve)
     result = {"model": params.student.model, "train_pairs": len(train),
               **({"adapt": source.name} if source else {}), **res.summary()}
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed, recipes
+from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
+from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 
 
@@ -18,9 +19,9 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
           density: Path) -> dict:
     """Label with the recipe's teacher into ``silver_dir``; the score density plot; return the report."""
     distributed.join(params.processes)
-    result = recipes.get(params.recipe).label(params, clean, pairs, teacher, silver_dir, density)
+    result = registry.get(params.recipe).label(params, clean, pairs, teacher, silver_dir, density)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 

@@ -10,9 +10,10 @@ import numpy as np
 
 from pldistill import sampling, schemas
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
 from pldistill.models import BiEncoder
-from pldistill.runtime import run_stage, seed_all
+from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
 
 
 def semantic(strategy: str) -> bool:
@@ -52,7 +53,7 @@ def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> 
         "found_by": {k: int(v) for k, v in pairs["strategy"].value_counts().sort_index().items()},
         "seconds": round(seconds, 2),
     }
-    write_json(report, result)
+    write_report(report, result)
     return result
 
 

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed, recipes
+from pldistill import distributed
 from pldistill.config import Params
-from pldistill.io import write_json
+from pldistill.io import write_report
+from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
     """Make the recipe's teacher into ``out``; its dev curve(s) into ``curve``; return the report."""
     distributed.join(params.processes)
-    result = recipes.get(params.recipe).teacher(params, clean, out, curve)
+    result = registry.get(params.recipe).teacher(params, clean, out, curve)
     if distributed.is_main():  # the other ranks only shared the work
-        write_json(report, result)
+        write_report(report, result)
     return result
 
 

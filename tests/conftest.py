@@ -18,7 +18,8 @@ import yaml
 from pydantic import BaseModel
 from transformers import BertConfig, BertModel
 
-from pldistill.config import Params, parse_params
+from pldistill.config import Params
+from pldistill.validate import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
@@ -65,7 +66,9 @@ def tiny(model_dir: Path) -> Params:
     """Params for a fast end-to-end run on the tiny model."""
     model = str(model_dir)
     train = {"model": model, "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
-    return parse_params({"seed": 7, "teacher": train, "student": train, "sample": {"top_k": 2},
+    # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
+    teacher = {**train, "kind": "cross", "finetune": True}
+    return parse_params({"seed": 7, "teacher": teacher, "student": {**train, "layers": None}, "sample": {"top_k": 2},
                          "label": {"batch_size": 16, "bf16": False}, "evaluate": {"bf16": False}})
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from pldistill import ahead
-from pldistill.config import parse_params
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.training import fit
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 WORKER = "pldistill-tokenize"

@@ -41,11 +41,12 @@ import pytest
 import yaml
 
 from pldistill import cleaning, datasets, models, schemas
-from pldistill.config import ConfigError, load_params, parse_params
+from pldistill.config import ConfigError
 from pldistill.datasets import DataError
 from pldistill.io import WriteError
 from pldistill.models import BiEncoder, CrossModel, ModelError
 from pldistill.schemas import SchemaError
+from pldistill.validate import load_params, parse_params
 from stages.augment import augment
 from stages.download import download
 

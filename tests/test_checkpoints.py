@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from pldistill import checkpoints
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.models import BiEncoder
 from pldistill.training import Fit, dev_spearman, fit_seeds
+from pldistill.validate import parse_params
 from tests.conftest import ROOT, make_pairs
 
 

@@ -1,6 +1,7 @@
 import pytest
 
-from pldistill.config import ConfigError, load_params, parse_params
+from pldistill.config import ConfigError
+from pldistill.validate import load_params, parse_params
 from tests.conftest import ROOT
 
 

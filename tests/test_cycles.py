@@ -14,13 +14,14 @@ import yaml
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.io import write_json
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.recipes.base import DistillDirs
 from pldistill.recipes.trans_encoder import run as run_trans_encoder
 from pldistill.recipes.trans_encoder import to_target, unlabelled_pairs
 from pldistill.store import Store
+from pldistill.validate import parse_params
 from tests.conftest import ROOT, make_pairs
 
 # What a finished run leaves that users rely on; all must be byte-identical between equal runs.
@@ -31,7 +32,7 @@ ARTIFACTS = ["models/bi/model.safetensors", "models/cross/model.safetensors", "m
 def raw_params(model: str, cycles: int = 2, **trans) -> dict:
     step = {"epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     return {"seed": 7, "recipe": "trans-encoder", "cycles": cycles, "teacher": {"model": model},
-            "student": {"model": model}, "trans": {"cross": step, "bi": step, **trans},
+            "student": {"model": model, "layers": None}, "trans": {"cross": step, "bi": step, **trans},
             "label": {"bf16": False}, "evaluate": {"bf16": False}}
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pldistill import datasets, schemas
-from pldistill.config import parse_params
+from pldistill.validate import parse_params
 from stages.download import download
 from tests.conftest import ROOT, STSB_ARCHIVE
 

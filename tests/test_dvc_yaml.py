@@ -1,76 +1,84 @@
-"""dvc.yaml must list, for every stage, the modules its code runs: otherwise DVC skips a stage whose
-behaviour changed and serves stale artifacts."""
+"""dvc.yaml must list, for every stage, the modules its code runs and no other: otherwise DVC skips a stage
+whose behaviour changed and serves stale artifacts, or reruns one that nothing touched. The lists are generated
+(scripts/stage_deps.py --write); these tests fail when the code and dvc.yaml drift apart."""
 
-import ast
+import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from scripts import stage_deps
+
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-# Plumbing every stage uses that never changes an artifact's values (paths, typed params, atomic
-# writes, the CLI); listing them everywhere would re-run the whole pipeline on a docstring edit.
-PLUMBING = {"pldistill/config.py", "pldistill/io.py", "pldistill/runtime.py", "pldistill/schemas.py",
-            "pldistill/__init__.py", "pldistill/launch.py",
-            "pldistill/tracking.py"}  # tracking: DVCLive logs, never an artifact
-LAUNCHER = "pldistill.launch"  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
-# Imports that do not reach a stage's results: metrics.py uses bm25's tokenizer only for the Jaccard
-# baseline, which only `evaluate` computes (and evaluate lists bm25.py itself).
-NOT_REACHING = {("pldistill/metrics.py", "pldistill/bm25.py"),
-                # Trainable.fit imports training when called; every stage that trains imports training itself
-                ("pldistill/models.py", "pldistill/training.py")}
-
-
-def _typing_only(tree: ast.AST) -> set[ast.AST]:
-    """Nodes under ``if TYPE_CHECKING:``: imports for annotations, never run."""
-    skip: set[ast.AST] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for child in node.body:
-                skip.update(ast.walk(child))
-    return skip
-
-
-def local_imports(path: Path) -> set[str]:
-    """Files of pldistill/ and stages/ that ``path`` imports, directly or through each other."""
-    seen: set[str] = set()
-    todo = [path]
-    while todo:
-        current = todo.pop()
-        tree = ast.parse(current.read_text())
-        skip = _typing_only(tree)
-        for node in ast.walk(tree):
-            if node in skip:
-                continue
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
-                rel = name.replace(".", "/") + ".py"
-                if (ROOT / name.replace(".", "/") / "__init__.py").is_file():  # a package: its __init__
-                    rel = name.replace(".", "/") + "/__init__.py"
-                src = current.relative_to(ROOT).as_posix()
-                if (name.split(".")[0] in ("pldistill", "stages") and (ROOT / rel).is_file() and rel not in seen
-                        and (src, rel) not in NOT_REACHING):
-                    seen.add(rel)
-                    if rel not in PLUMBING:  # plumbing's own imports (error classes) are not stage code
-                        todo.append(ROOT / rel)
-    return seen
+LAUNCHER = stage_deps.LAUNCHER  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
 
 
 @pytest.mark.parametrize("name", list(STAGES))
-def test_stage_lists_the_code_it_runs(name):
-    stage = STAGES[name]
-    words = stage["cmd"].split("python -m ")[1].split()
-    module = words[1] if words[0] == LAUNCHER else words[0]
-    entry = module.replace(".", "/") + ".py"
-    deps = set(stage["deps"])
-    needed = ({entry} | local_imports(ROOT / entry)) - PLUMBING - {"stages/__init__.py"}
-    missing = {f for f in needed if f not in deps and not any(f.startswith(d.rstrip("/") + "/") for d in deps)}
-    assert not missing, f"{name}: add to deps {sorted(missing)}"  # a folder in deps covers the files under it
+def test_stage_depends_on_exactly_the_code_it_runs(name):
+    missing, extra = stage_deps.compare(ROOT)[name]
+    assert not missing, f"{name}: add to deps {missing} (python scripts/stage_deps.py --write)"
+    assert not extra, f"{name}: drop from deps {extra}, never run (python scripts/stage_deps.py --write)"
+
+
+def test_every_stage_runs_config_and_its_packages():
+    for files in stage_deps.needed(ROOT).values():
+        assert {"pldistill/config.py", "pldistill/__init__.py", "stages/__init__.py"} <= set(files)
+
+
+def test_lazy_relative_and_typing_imports_count(tmp_path):
+    for rel, code in {
+        "pldistill/__init__.py": "",
+        "pldistill/a.py": "def f():\n    from pldistill import b  # lazy\n",
+        "pldistill/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .sub import c\n",
+        "pldistill/sub/__init__.py": "",
+        "pldistill/sub/c.py": "import pldistill.sub\n",
+        "stages/__init__.py": "",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(code)
+    graph = stage_deps.imports(stage_deps.modules(tmp_path))
+    assert graph["pldistill.a"] == {"pldistill", "pldistill.b"}
+    assert graph["pldistill.b"] == {"pldistill.sub", "pldistill.sub.c"}
+    assert stage_deps.closure(graph, "pldistill.a") == {"pldistill", "pldistill.a", "pldistill.b", "pldistill.sub",
+                                                        "pldistill.sub.c"}
+
+
+def test_rewrite_replaces_code_deps_and_keeps_the_rest():
+    text = (ROOT / "dvc.yaml").read_text()
+    assert stage_deps.rewrite(text, stage_deps.needed(ROOT)) == text  # dvc.yaml is what --write writes
+    changed = stage_deps.rewrite(text, {"download": ["stages/download.py"]})
+    deps = yaml.safe_load(changed)["stages"]["download"]["deps"]
+    assert [d for d in deps if stage_deps.is_code(d)] == ["stages/download.py"]
+    assert [d for d in deps if not stage_deps.is_code(d)] == [
+        d for d in STAGES["download"]["deps"] if not stage_deps.is_code(d)]
+    assert changed.count("\n#") == text.count("\n#")  # comments stay
+
+
+def _git_files() -> set[str]:
+    done = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip("not a git checkout")
+    return set(done.stdout.decode().split("\0"))
+
+
+def test_dvc_lock_matches_the_committed_files():
+    # dvc.lock records what the last run read and wrote; a file git tracks must still hold the bytes it
+    # recorded (a code change reruns the stage: run `dvc repro` (make run) and commit dvc.lock with it)
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    assert set(lock) == set(STAGES), "dvc.lock's stages are not dvc.yaml's: run `dvc repro`"
+    tracked, stale = _git_files(), []
+    for name, stage in lock.items():
+        listed = [d if isinstance(d, str) else next(iter(d)) for d in STAGES[name].get("deps", [])]
+        assert sorted(d["path"] for d in stage.get("deps", [])) == sorted(listed), (
+            f"dvc.lock's {name} deps are not dvc.yaml's: run `dvc repro`")
+        for entry in [*stage.get("deps", []), *stage.get("outs", [])]:  # a folder (md5 ….dir) is DVC's to check
+            path = entry["path"]
+            if path in tracked and hashlib.md5((ROOT / path).read_bytes()).hexdigest() != entry["md5"]:
+                stale.append(f"{name}: {path}")
+    assert not stale, f"dvc.lock records other bytes for {stale}: run `dvc repro` (make run) and commit dvc.lock"
 
 
 def test_stages_that_read_processes_start_through_the_launcher():

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from pldistill import embedding, given, losses, sampling, schemas
-from pldistill.config import ConfigError, EmbedParams, parse_params
+from pldistill.config import ConfigError, EmbedParams
 from pldistill.datasets import DataError
 from pldistill.models import BiEncoder
+from pldistill.validate import parse_params
 from tests.conftest import run_chain
 
 

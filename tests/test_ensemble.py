@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from pldistill import schemas
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.models import BiEncoder, ModelError
 from pldistill.recipes import rtt_ensemble as ensemble
+from pldistill.validate import parse_params
 
 
 def test_member_weights_mean_and_softmax_of_dev_points():

@@ -1,8 +1,9 @@
+import json
 import os
 
 import pytest
 
-from pldistill.io import atomic_dir, atomic_path, write_json
+from pldistill.io import atomic_dir, atomic_path, write_json, write_report
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_debris(tmp_path):
@@ -34,3 +35,18 @@ def test_written_files_follow_the_umask(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(tmp_path / "a.json").st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_report_keeps_what_the_machine_measured_apart(tmp_path):
+    # wall times and throughput change with every run and host: not in the report git and dvc.lock hold
+    report = {"best_dev": 80.1, "train_seconds": 3.2, "pruned": {"layers": [0], "sentences_per_s": {"pruned": 9.0},
+                                                                 "speedup": 1.9},
+              "cycles": [{"cycle": 1, "seconds": 2.0}, {"cycle": 2}], "label_pairs_per_s": None}
+    write_report(tmp_path / "gold.json", report)
+    assert json.loads((tmp_path / "gold.json").read_text()) == {
+        "best_dev": 80.1, "pruned": {"layers": [0]}, "cycles": [{"cycle": 1}, {"cycle": 2}]}
+    assert json.loads((tmp_path / "machine/gold.json").read_text()) == {
+        "train_seconds": 3.2, "pruned": {"sentences_per_s": {"pruned": 9.0}, "speedup": 1.9},
+        "cycles": [{"seconds": 2.0}, {}], "label_pairs_per_s": None}
+    write_report(tmp_path / "gold.json", {"best_dev": 80.1})  # nothing measured: no stale file left
+    assert not (tmp_path / "machine/gold.json").exists()

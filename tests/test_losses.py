@@ -40,3 +40,12 @@ def test_embedding_mae_is_the_mean_distance():
     s = torch.zeros(2, 3)
     t = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
     assert losses.embedding_mae(s, t).item() == pytest.approx((5.0 + 1.0) / 2)
+
+
+def test_embedding_distill_mixes_mae_and_infonce_of_the_normalised_student():
+    g = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(6, 8, generator=g) * 3, F.normalize(torch.randn(6, 8, generator=g), dim=-1)
+    s = F.normalize(student, dim=-1)
+    want = 0.9 * losses.embedding_mae(s, teacher) + 0.1 * losses.info_nce(s, teacher, 0.3)
+    assert torch.isclose(losses.embedding_distill(student, teacher, 0.1, 0.3), want)
+    assert losses.embedding_distill(teacher * 5, teacher, 0.0, 0.3).item() < 1e-6  # the norm does not count

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill.config import parse_params
 from pldistill.dse import DSE
 from pldistill.models import BiEncoder, CrossModel, PairModel, Trainable
 from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
 from pldistill.training import dev_spearman
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 S1 = ["a cat sits on the mat", "the stock fell sharply", "a man plays the guitar"]

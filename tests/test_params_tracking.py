@@ -15,7 +15,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pldistill.config import RECIPES, Params, parse_params
+from pldistill.config import Params
+from pldistill.recipes import RECIPES
+from pldistill.validate import parse_params
 from tests.conftest import CHAINS, ROOT, STAGES, make_pairs, run_chain
 from tests.test_rtt import tiny_marian_dir  # noqa: F401  (a fixture: the MarianMT of the marian variant)
 

@@ -1,4 +1,5 @@
-"""The README's Layout tree names every module, so a newcomer finds any concept from it."""
+"""The layout page (docs/layout.md, linked from the README) names every module, so a newcomer finds any
+concept from it; the README stays a front page."""
 
 import re
 from pathlib import Path
@@ -7,9 +8,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_layout_lists_every_module_of_the_package_and_no_other():
-    text = (ROOT / "README.md").read_text()
-    tree = text.split("## Layout", 1)[1].split("```")[1]
+    tree = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
     listed = set(re.findall(r"^\s+(\w+\.py)\s", tree, flags=re.M))
     modules = {p.name for p in (ROOT / "pldistill").rglob("*.py")
                if p.name != "__init__.py" or p.parent.name != "pldistill"}
-    assert modules == listed, f"README Layout: add {sorted(modules - listed)}, remove {sorted(listed - modules)}"
+    assert modules == listed, f"docs/layout.md: add {sorted(modules - listed)}, remove {sorted(listed - modules)}"
+
+
+def test_the_readme_is_a_front_page_with_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300, "README.md: keep it a front page (<= 300 lines), the rest under docs/"
+    assert "make run" in text and "make test" in text
+
+
+def test_links_to_docs_lead_somewhere():
+    for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for target, anchor in re.findall(r"\]\((?!https?:)([^)#]*)(?:#([^)]*))?\)", page.read_text()):
+            path = (page.parent / target) if target else page
+            assert path.is_file(), f"{page.name}: no file {target}"
+            if anchor:
+                heads = re.findall(r"^#+ (.*)$", path.read_text(), flags=re.M)
+                slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+                assert anchor in slugs, f"{page.name}: no heading #{anchor} in {path.name}"

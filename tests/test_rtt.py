@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pldistill import rtt, schemas
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
+from pldistill.validate import parse_params
 from stages.augment import augment
 from tests.conftest import make_pairs
 

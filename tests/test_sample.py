@@ -3,8 +3,9 @@ import pandas as pd
 import pytest
 
 from pldistill import schemas
-from pldistill.config import ConfigError, parse_params, strategies
+from pldistill.config import ConfigError
 from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample
+from pldistill.validate import names, parse_params
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
 
@@ -34,7 +35,7 @@ def check_new_unique(pairs, gold):
 
 
 def test_config_allows_exactly_the_registered_strategies(monkeypatch):
-    assert strategies() == tuple(REGISTRY)
+    assert names()["strategy"] == tuple(REGISTRY)
     monkeypatch.setitem(REGISTRY, "mine", lambda ctx: None)  # a new strategy is allowed once registered
     assert parse_params({"sample": {"strategy": "mine"}}).sample.strategy == "mine"
     monkeypatch.delitem(REGISTRY, "mine")

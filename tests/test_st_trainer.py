@@ -6,15 +6,16 @@ import torch
 from transformers import Trainer
 
 from pldistill import checkpoints
-from pldistill.config import ConfigError, parse_params
+from pldistill.config import ConfigError
 from pldistill.training import dev_spearman, train_bi_encoder, train_cross_encoder
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 
 def _params(model_dir, **student):
-    return parse_params({"student": {"model": str(model_dir), "max_length": 32, "lr": 2e-3, "batch_size": 8,
-                                     "epochs": 2, "evals_per_epoch": 2, "trainer": "sentence-transformers",
-                                     **student}, "evaluate": {"bf16": False}})
+    return parse_params({"student": {"model": str(model_dir), "layers": None, "max_length": 32, "lr": 2e-3,
+                                     "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
+                                     "trainer": "sentence-transformers", **student}, "evaluate": {"bf16": False}})
 
 
 def _train(model_dir, kind="bi", **student):

@@ -11,7 +11,7 @@ import pytest
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
-from pldistill.config import parse_params
+from pldistill.validate import parse_params
 from stages.evaluate import evaluate
 from tests.conftest import STAGES, adaptation_target, run_chain
 

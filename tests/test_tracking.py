@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from pldistill import tracking
-from pldistill.config import parse_params
 from pldistill.models import BiEncoder
 from pldistill.training import fit
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 
@@ -35,6 +35,7 @@ def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_
     assert [int(r["step"]) for r in _rows(metrics / "dev/spearman.tsv")] == [0, 2, 4, 5, 7, 9]
     assert len(_rows(metrics / "train/lr.tsv")) == 8
     assert not list(tmp_path.rglob("dvc.yaml")) and not list(live.glob("report.*"))  # dvc.yaml declares the plots
+    assert not (metrics / "system").exists()  # the machine's CPU / RAM use: only with PLDISTILL_SYSTEM_METRICS=1
     assert tracking._live is None  # closed with its block
 
 

@@ -3,10 +3,10 @@ import itertools
 import numpy as np
 import torch
 
-from pldistill.config import parse_params
 from pldistill.metrics import correlation, jaccard
 from pldistill.models import BiEncoder
 from pldistill.training import dev_spearman, fit, fit_at
+from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
 
@@ -87,7 +87,7 @@ def test_metrics():
 
 def test_optimizer_gives_named_submodules_their_own_learning_rate():
     from pldistill.config import StepParams
-    from pldistill.training import _optimizer
+    from pldistill.loop import _optimizer
 
     module = torch.nn.ModuleDict({"encoder": torch.nn.Linear(3, 3), "head": torch.nn.Linear(3, 1)})
     opt = _optimizer(module, StepParams(lr=1e-5, weight_decay=0.01), {"head": 1e-3})

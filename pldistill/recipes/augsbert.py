@@ -8,17 +8,8 @@ from __future__ import annotations
 from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir
-from pldistill.io import atomic_dir, write_csv_rows
 from pldistill.models import BiEncoder
-from pldistill.recipes.base import (
-    CYCLE_COLUMNS,
-    DistillDirs,
-    Recipe,
-    cycle_row,
-    encode_speed,
-    student_start,
-    teacher_as_cross,
-)
+from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, encode_speed, end_distill, student_start
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_bi_encoder
 
@@ -42,9 +33,9 @@ class AugSBERT(Recipe):
                                         desc="student")
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
-        sp = params.student
+        sp, ep = params.student, params.evaluate
         teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
-        student.save(dirs.bi, cards.card("Augmented-SBERT student", "bi", sp.model, {
+        card = cards.card("Augmented-SBERT student", "bi", sp.model, {
             "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
             "gold pairs": len(gold), "silver pairs": len(labelled),
             "sampling": params.sample.strategy,
@@ -54,16 +45,16 @@ class AugSBERT(Recipe):
             "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
             "seed": params.seed},
             f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
-            if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled."))
-        teacher_as_cross(teacher, dirs.teacher, dirs.cross)
-        with atomic_dir(dirs.pseudo) as tmp:  # the silver labels the student learned in its one cycle
-            schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO)
-        ep = params.evaluate
-        start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
-        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(0, split_scores(start, scored, ep), None),
-                                                         cycle_row(1, split_scores(student, scored, ep),
-                                                                   split_scores(teacher, scored, ep))])
-        res.write_curve(dirs.curve)
+            if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled.")
+
+        def cycles() -> list[list]:
+            start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+            return [cycle_row(0, split_scores(start, scored, ep), None),
+                    cycle_row(1, split_scores(student, scored, ep), split_scores(teacher, scored, ep))]
+
+        # what the student learned in its one cycle: the silver labels
+        end_distill(dirs, student, card, res, teacher,
+                    lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO), cycles)
         return {"recipe": self.name, "cycle": 1, **({"adapt": adapting.name} if adapting else {}),
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
                 **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}

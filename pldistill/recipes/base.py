@@ -17,8 +17,9 @@ import pandas as pd
 
 from pldistill import labelling, teachers
 from pldistill.config import EvaluateParams, Params, TrainParams
-from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_note_dir
-from pldistill.models import BiEncoder
+from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
+from pldistill.loop import FitResult
+from pldistill.models import BiEncoder, PairModel
 from pldistill.teachers import Teacher
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
@@ -107,6 +108,23 @@ def teacher_as_cross(teacher: Teacher, path: Path, cross: Path) -> None:
     else:
         write_note_dir(cross, "the teacher is not one cross-encoder: " + "; ".join(m.describe for m in teacher.members)
                        + f". It lives in {path} (pldistill.teachers.Teacher.load)")
+
+
+def end_distill(dirs: DistillDirs, student: PairModel, card: str, res: FitResult, cross: Teacher | str,
+                learned: Callable[[Path], None], cycles: Callable[[], list[list]]) -> None:
+    """How a recipe that trains its student once ends stage distill: the student and its card (models/bi);
+    models/cross (``cross``: the teacher, copied when it is one cross-encoder, or a note's text); what the
+    student learned (data/pseudo: ``learned`` writes it into the folder being built); the score-per-cycle
+    plot (``cycles()``: its rows, scored once the student is saved); the student's dev curve."""
+    student.save(dirs.bi, card)
+    if isinstance(cross, str):
+        write_note_dir(dirs.cross, cross)
+    else:
+        teacher_as_cross(cross, dirs.teacher, dirs.cross)
+    with atomic_dir(dirs.pseudo) as tmp:
+        learned(tmp)
+    write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, cycles())
+    res.write_curve(dirs.curve)
 
 
 def encode_speed(student: BiEncoder, sp: TrainParams, dev: pd.DataFrame, ep: EvaluateParams) -> dict:

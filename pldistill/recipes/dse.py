@@ -14,9 +14,8 @@ from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
-from pldistill.io import atomic_dir, write_csv_rows
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row, student_start, teacher_as_cross
-from pldistill.runtime import seed_all
+from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
+from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 from pldistill.training import dev_spearman, fit, split_scores
 
@@ -58,22 +57,19 @@ class DSERecipe(Recipe):
                   desc="dse student", lr_by_prefix={"head": dp.head_lr})
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
-        student.save(dirs.bi, cards.card("DSE student", "bi", params.student.model, {
+        card = cards.card("DSE student", "bi", params.student.model, {
             "dataset": params.data.name, "gold pairs": len(gold), "silver pairs": len(labelled), "alpha": dp.alpha,
             "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",
             "loss": "alpha (S - T)^2 + (1 - alpha) loss on gold; (S - T)^2 on silver",
             **cards.fit_facts(res.summary(), dp), "seed": params.seed},
             "A Distilled Sentence Embedding student. Load it with `pldistill.dse.DSE.load(path)` to score pairs "
             "through its learned head (from cached embeddings); plain `SentenceTransformer(path)` loads the "
-            "encoder alone, with mean pooling and cosine."))
-        teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
-        teacher_as_cross(teacher, dirs.teacher, dirs.cross)
-        with atomic_dir(dirs.pseudo) as tmp:  # what the student learned: the teacher's logits on gold and silver
-            schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO)
-        ep = params.evaluate
-        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(1, split_scores(student, scored, ep),
-                                                                   split_scores(teacher, scored, ep))])
-        res.write_curve(dirs.curve)
+            "encoder alone, with mean pooling and cosine.")
+        teacher, ep = Teacher.load(dirs.teacher, params.teacher.max_length), params.evaluate
+        # what the student learned: the teacher's logits on gold and silver
+        end_distill(dirs, student, card, res, teacher,
+                    lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), rows.drop(columns="gold"), schemas.PSEUDO),
+                    lambda: [cycle_row(1, split_scores(student, scored, ep), split_scores(teacher, scored, ep))])
         return {"recipe": self.name, "alpha": dp.alpha, "pooling": dp.pooling, "head_dim": student.head.dim,
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
 

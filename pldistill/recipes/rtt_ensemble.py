@@ -26,11 +26,11 @@ import torch
 
 from pldistill import cards, labelling, losses, schemas
 from pldistill.config import Params
-from pldistill.io import atomic_dir, write_card, write_csv_rows, write_note_dir
+from pldistill.io import atomic_dir, write_card
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, cycle_row
-from pldistill.runtime import seed_all
+from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
+from pldistill.seeding import seed_all
 from pldistill.training import BatchLoss, fit_at, split_scores, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
@@ -86,14 +86,10 @@ def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
 
 
 def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
-    """(1 - w) * MAE(student, teacher) + w * InfoNCE(student, teacher); target rows: teacher embeddings
-    (unit length). The student's embedding is normalised first, so that a student without a Normalize
-    module learns the teacher's direction instead of spending the MAE on shrinking its norm."""
+    """losses.embedding_distill of the student's embeddings of ``s1``; target rows: the teacher's embeddings."""
 
     def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        emb = torch.nn.functional.normalize(model._embed(s1).float(), dim=-1)  # (batch, dim)
-        return ((1 - infonce_weight) * losses.embedding_mae(emb, target)
-                + infonce_weight * losses.info_nce(emb, target, temperature))
+        return losses.embedding_distill(model._embed(s1), target, infonce_weight, temperature)  # (batch, dim) each
 
     return batch_loss
 
@@ -278,18 +274,16 @@ class RTTEnsemble(Recipe):
         start = split_scores(student, scored, ep)
         res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,
                      target, scored["dev"], dp, ep, gen, desc="student")
-        student.save(dirs.bi, cards.card("RTT-ensemble student", "bi", params.student.model, {
+        card = cards.card("RTT-ensemble student", "bi", params.student.model, {
             "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",
             "loss": f"{1 - dp.infonce_weight:g} MAE + {dp.infonce_weight:g} InfoNCE (temperature {dp.temperature}) "
                     "to the ensemble's embeddings", **cards.fit_facts(res.summary(), dp), "seed": params.seed},
-            "Distilled from an ensemble of contrastive sub-models; no gold score was learned."))
-        write_note_dir(dirs.cross, "recipe rtt-ensemble has no cross-encoder; its teacher is the ensemble of "
-                                   "sub-models in models/teacher")
-        with atomic_dir(dirs.pseudo) as tmp:  # what the student learned: the ensemble's embeddings
-            shutil.copyfile(file, tmp / schemas.pseudo_file(1, "ensemble"))
-        write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, [cycle_row(0, start, None),
-                                                         cycle_row(1, split_scores(student, scored, ep), None)])
-        res.write_curve(dirs.curve)
+            "Distilled from an ensemble of contrastive sub-models; no gold score was learned.")
+        # what the student learned: the ensemble's embeddings
+        end_distill(dirs, student, card, res, "recipe rtt-ensemble has no cross-encoder; its teacher is the ensemble "
+                                              "of sub-models in models/teacher",
+                    lambda tmp: shutil.copyfile(file, tmp / schemas.pseudo_file(1, "ensemble")),
+                    lambda: [cycle_row(0, start, None), cycle_row(1, split_scores(student, scored, ep), None)])
         return {"recipe": self.name, "cycle": 1, "sentences": len(sentences), "dim": int(target.shape[1]),
                 "infonce_weight": dp.infonce_weight, "temperature": dp.temperature, **res.summary()}
 

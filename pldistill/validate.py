@@ -1,0 +1,37 @@
+"""params.yaml checked whole before a stage starts: pldistill.config's types and rules, plus the names only
+the registries know, each taken from its registry (recipes, named datasets, sampling strategies, round-trip
+translation backends).
+
+config sits at the bottom of the import graph and imports no registry; this module sits above both and
+hands config the registries' names, so a bad name is reported like any other bad value: its key, what is
+allowed, what was found. Stage command lines (pldistill.runtime) load params through here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pldistill import config, datasets, recipes, rtt, sampling
+from pldistill.config import ConfigError, Params
+
+__all__ = ["ConfigError", "Params", "load_params", "names", "parse_params"]
+
+
+def names() -> config.Names:
+    """Each registry's names, keyed as config's validators ask for them."""
+    return {
+        "recipe": recipes.RECIPES,
+        "dataset": tuple(datasets.LOADERS),
+        "strategy": tuple(sampling.REGISTRY),
+        "rtt_backend": ("none", *rtt.BACKENDS),
+    }
+
+
+def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:
+    """``raw`` validated, names included; ConfigError naming every bad key."""
+    return config.parse_params(raw, path, names())
+
+
+def load_params(path: Path | str = "params.yaml") -> Params:
+    """params.yaml validated, names included."""
+    return config.load_params(path, names())

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""The import graph of pldistill/ and stages/, read from the code (stdlib + yaml), and what it says dvc.yaml
+must list: each stage depends on every module it runs (every import, lazy ones inside functions too, the
+packages' ``__init__`` files, config included) and on no other module.
+
+    python scripts/stage_deps.py            # per stage: the modules dvc.yaml lacks or lists for nothing; exit 1 if any
+    python scripts/stage_deps.py --write    # rewrite the module entries of each stage's deps in dvc.yaml
+    python scripts/stage_deps.py --cycles   # import cycles among the modules; exit 1 if any
+    python scripts/stage_deps.py --levels   # the modules by level (0: imports nothing of ours)
+
+tests/test_dvc_yaml.py and tests/test_imports.py run the same checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pldistill", "stages")
+LAUNCHER = "pldistill.launch"  # `python -m pldistill.launch stages.<name> ...`: runs the launcher, then the stage
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> its file, for every module of PACKAGES (a package is its ``__init__.py``)."""
+    out = {}
+    for pkg in PACKAGES:
+        for f in sorted((root / pkg).rglob("*.py")):
+            parts = list(f.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = f
+    return out
+
+
+def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports, wherever the import statement sits."""
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        package = m.split(".") if f.name == "__init__.py" else m.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                stem = node.module or ""
+                if node.level:  # relative: from its package, up level - 1
+                    stem = ".".join(package[: len(package) - node.level + 1] + ([stem] if stem else []))
+                names = [stem] + [f"{stem}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                # the longest module of ours the name starts with (`from pldistill import io` is pldistill.io)
+                found = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in mods),
+                             None)
+                if found and found != m:
+                    graph[m].add(found)
+    return graph
+
+
+def closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that running ``start`` runs: its imports, theirs, and each one's parent packages."""
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo += [p for k in range(1, len(parts)) if (p := ".".join(parts[:k])) in graph]
+        todo += graph[m]
+    return seen
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def levels(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Level 0: imports nothing of ours; otherwise one above the highest module it imports (no cycles)."""
+    level: dict[str, int] = {}
+
+    def of(m: str) -> int:
+        if m not in level:
+            level[m] = 1 + max((of(d) for d in graph[m]), default=-1)
+        return level[m]
+
+    for m in graph:
+        of(m)
+    return level
+
+
+def entries(cmd: str) -> list[str]:
+    """The modules a stage's command starts: ``python -m X`` and, for the launcher, the stage it runs."""
+    words = cmd.split()
+    out = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-m"]
+    if out and out[0] == LAUNCHER:
+        out += [w for w in words if w.startswith("stages.")][:1]
+    return out
+
+
+def needed(root: Path = ROOT) -> dict[str, list[str]]:
+    """Stage -> the module files (relative paths) its command runs, for each dvc.yaml stage run by module."""
+    mods = modules(root)
+    graph = imports(mods)
+    out = {}
+    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
+        cmd = " ".join(stage["cmd"]) if isinstance(stage["cmd"], list) else stage["cmd"]
+        starts = [m for m in entries(cmd) if m in mods]
+        if starts:
+            run = set().union(*(closure(graph, m) for m in starts))
+            out[name] = sorted(mods[m].relative_to(root).as_posix() for m in run)
+    return out
+
+
+def is_code(dep: str) -> bool:
+    return dep.split("/")[0] in PACKAGES
+
+
+def compare(root: Path = ROOT) -> dict[str, tuple[list[str], list[str]]]:
+    """Stage -> (modules it runs that its deps lack, code deps it lists that it does not run)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    out = {}
+    for name, files in needed(root).items():
+        deps = [d if isinstance(d, str) else next(iter(d)) for d in stages[name].get("deps", [])]
+        code = [d for d in deps if is_code(d)]
+        out[name] = ([f for f in files if f not in code], [d for d in code if d not in files])
+    return out
+
+
+_ITEM = re.compile(r"^(\s+)- (\S+)")
+
+
+def rewrite(text: str, wanted: dict[str, list[str]]) -> str:
+    """dvc.yaml's text with each stage's code deps replaced by ``wanted[stage]`` (in place of the first code dep,
+    or first in the list); every other line, comments included, as it was."""
+    lines, out = text.splitlines(keepends=True), []
+    stage = section = None
+    placed = False
+    for i, line in enumerate(lines):
+        if m := re.match(r"^  (\w[\w-]*):\s*$", line):
+            stage, section = m.group(1), None
+        elif m := re.match(r"^    (\w+):", line):
+            section, placed = m.group(1), False
+            out.append(line)
+            if section == "deps" and stage in wanted and not any(
+                    (n := _ITEM.match(x)) and is_code(n.group(2)) for x in _section(lines, i)):
+                out += [f"      - {f}\n" for f in wanted[stage]]
+                placed = True
+            continue
+        item = _ITEM.match(line)
+        if section == "deps" and stage in wanted and item and is_code(item.group(2)):
+            if not placed:
+                out += [f"{item.group(1)}- {f}\n" for f in wanted[stage]]
+                placed = True
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def _section(lines: list[str], start: int) -> list[str]:
+    """The lines of the section whose header is ``lines[start]``."""
+    body = []
+    for line in lines[start + 1:]:
+        if re.match(r"^ {0,4}\S", line):
+            break
+        body.append(line)
+    return body
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--write", action="store_true", help="rewrite the code deps of dvc.yaml's stages")
+    what.add_argument("--cycles", action="store_true", help="list the import cycles")
+    what.add_argument("--levels", action="store_true", help="list the modules by level")
+    ap.add_argument("--root", type=Path, default=ROOT)
+    args = ap.parse_args(argv)
+    mods = modules(args.root)
+    graph = imports(mods)
+    if args.cycles:
+        found = cycles(graph)
+        for c in found:
+            print(f"cycle of {len(c)}: {' '.join(c)}")
+        print(f"{len(mods)} modules, {sum(map(len, graph.values()))} imports, {len(found)} cycles")
+        return 1 if found else 0
+    if args.levels:
+        if cycles(graph):
+            print("the graph has cycles: --cycles lists them")
+            return 1
+        by_level: dict[int, list[str]] = {}
+        for m, lv in levels(graph).items():
+            by_level.setdefault(lv, []).append(m)
+        for lv in sorted(by_level):
+            print(f"{lv}: {' '.join(sorted(by_level[lv]))}")
+        print(f"{len(mods)} modules on {len(by_level)} levels")
+        return 0
+    dvc_yaml = args.root / "dvc.yaml"
+    if args.write:
+        dvc_yaml.write_text(rewrite(dvc_yaml.read_text(), needed(args.root)))
+    bad = 0
+    for name, (missing, extra) in compare(args.root).items():
+        for f in missing:
+            print(f"stage {name}: runs {f} but does not depend on it")
+        for f in extra:
+            print(f"stage {name}: depends on {f} but does not run it")
+        bad += len(missing) + len(extra)
+    print(f"{bad} missing or extra stage dependencies")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
