@@ -652,12 +652,6 @@ class Params(_Section):
                 "null; set data.unscored to a table of pairs (scores never read) or to rest (the training pairs "
                 "data.max_train left out)"
             )
-        if self.embed.epochs and self.recipe in EMBED_RECIPES and all(m.kind == "cross" for m in self.teacher.ensemble):
-            raise ValueError(
-                f"embed.epochs {self.embed.epochs}: embedding distillation learns a bi-encoder teacher's sentence "
-                "embeddings, and every teacher member is a cross-encoder (it scores pairs, it embeds no sentence); "
-                "set embed.epochs to 0, or add a bi-encoder member to teacher.members"
-            )
         if self.adapt.dataset is not None and self.recipe != "augsbert":
             raise ValueError(
                 f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; "

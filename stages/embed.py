@@ -27,6 +27,10 @@ def skipped(params: Params) -> str | None:
     if params.recipe not in EMBED_RECIPES:
         return (f"recipe {params.recipe} does not start its student from stage embed (its own distillation runs in "
                 f"stage distill); embedding distillation applies to {' and '.join(EMBED_RECIPES)}")
+    if all(m.kind == "cross" for m in params.teacher.ensemble):
+        return ("every teacher member is a cross-encoder, which scores pairs and embeds no sentence, so there are no "
+                "embeddings to learn: the student starts from student.model (add a bi-encoder to teacher.members, "
+                "or set embed.epochs to 0 to say so)")
     return None
 
 

@@ -13,13 +13,14 @@ from pldistill.config import ConfigError, EmbedParams
 from pldistill.datasets import DataError
 from pldistill.models import BiEncoder
 from pldistill.validate import parse_params
+from stages.embed import skipped
 from tests.conftest import run_chain
 
 
 def _with(params, **sections):
     raw = params.model_dump(mode="json")
     for name, values in sections.items():
-        raw[name] = {**raw[name], **values}
+        raw[name] = {**raw[name], **values} if isinstance(values, dict) else values
     return parse_params(raw)
 
 
@@ -83,17 +84,19 @@ def test_distill_starts_from_the_embedded_student(embedded):
         "spearman"]
 
 
-def test_embed_off_writes_notes_and_the_student_starts_from_its_model(chains):
-    root = chains("augsbert").root
+def test_a_cross_encoder_teacher_skips_embed_with_notes_and_the_student_starts_from_its_model(chains):
+    root = chains("augsbert").root  # its teacher: one cross-encoder
     report = json.loads((root / "metrics/embed.json").read_text())
-    assert report["epochs"] == 0 and "embed.epochs 0" in report["skipped"]
+    assert "every teacher member is a cross-encoder" in report["skipped"]
     assert (root / "models/embed/SKIPPED.txt").is_file()
     assert "embedding distillation" not in (root / "models/bi/README.md").read_text()
 
 
-def test_a_cross_encoder_teacher_is_refused_by_name(tiny_params):
-    with pytest.raises(ConfigError, match=r"embed\.epochs 1: .* every teacher member is a cross-encoder"):
-        _with(tiny_params, teacher={"kind": "cross"}, embed={"epochs": 1})
+def test_embed_off_and_other_recipes_say_why_nothing_is_trained(tiny_params):
+    assert "embed.epochs 0" in skipped(_with(tiny_params, teacher={"kind": "bi"}, embed={"epochs": 0}))
+    assert "recipe trans-encoder does not start" in skipped(_with(tiny_params, recipe="trans-encoder",
+                                                                   teacher={"kind": "bi"}))
+    assert skipped(_with(tiny_params, teacher={"kind": "cross", "members": [{"kind": "bi"}]})) is None
 
 
 class Counting:
