@@ -141,7 +141,8 @@ def staged(make: Make, verify: Callable[[dict[str, pd.DataFrame]], None] | None 
         kept = sum(aug["rows_out"].values())
         if kept + sum(dropped.values()) != rows:
             raise Broken(f"{rows} rows in, {kept} kept, {sum(dropped.values())} counted as dropped: rows lost silently")
-        read = pd.concat([schemas.read(p, schemas.PAIRS) for p in (tmp / "raw" / params.data.name).glob("*.parquet")])
+        read = pd.concat([schemas.read(tmp / "raw" / params.data.name / f"{s}.parquet", schemas.PAIRS)
+                          for s in ("train", "dev", "test")])  # the splits (unscored.parquet: given pairs, none here)
         got = set(zip(read["sentence1"], read["sentence2"], read["score"].round(6)))
         lost = [r for r in zip(good["sentence1"], good["sentence2"], good["score"].round(6)) if r not in got]
         if lost:
