@@ -57,7 +57,9 @@ def augment(params: Params, raw: Path, out: Path, report: Path) -> dict:
 
 def clean_given(params: Params, raw: Path, out: Path) -> dict:
     """The given pairs (data.unscored) cleaned like training pairs; gold pairs of any split dropped, counted."""
-    pairs = schemas.read(raw / schemas.UNSCORED_FILE, schemas.UNSCORED)
+    file = raw / schemas.UNSCORED_FILE
+    absent = params.data.unscored is None and not file.is_file()  # a raw folder made without given pairs
+    pairs = given.EMPTY if absent else schemas.read(file, schemas.UNSCORED)
     scored = {s: schemas.read(out / f"{s}.parquet", schemas.PAIRS) for s in SPLITS}
     kept, report = given.clean(pairs, scored, params.augment.min_chars, params.augment.unicode_form)
     given.write(out / schemas.UNSCORED_FILE, kept)
