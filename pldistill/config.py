@@ -508,6 +508,15 @@ class EnsembleParams(_Section):
     _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
 
 
+class RoundsParams(_Section):
+    """recipe augsbert with cycles > 1 (pldistill.recipes.rounds): each cycle after the first, the student
+    mines new pairs by semantic search with its own encoder, the teacher labels only those, the student learns on."""
+
+    pairs: int = Field(2000, ge=1)  # new pairs kept per cycle, at most (a seeded draw when the search finds more)
+    top_k: int = Field(5, ge=1, le=100)  # nearest neighbours of each pool sentence under the student
+    epochs: int = Field(1, ge=1)  # the student's epochs in each cycle after the first (gold + every silver pair so far)
+
+
 class TransParams(_Section):
     """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
 
@@ -531,7 +540,6 @@ class TransParams(_Section):
 
 
 EMBED_LOSSES = ("mse", "sim", "mse+sim")
-EMBED_RECIPES = ("augsbert", "dse")  # whose student starts from stage embed's (the others distil in their own way)
 PROJECTIONS = ("auto", "pca", "none")
 EMBED_SOURCES = ("train", "given", "paraphrases")
 
@@ -625,6 +633,7 @@ class Params(_Section):
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: TrainParams = TrainParams(epochs=2, lr=1e-4, layers=(0, 2, 4))  # pruned: needs more than 2e-5
     embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
+    rounds: RoundsParams = RoundsParams()
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
     ensemble: EnsembleParams = EnsembleParams()
@@ -634,9 +643,15 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:
-        if self.recipe != "trans-encoder" and self.cycles != 1:
+        if self.recipe not in ("trans-encoder", "augsbert") and self.cycles != 1:
             raise ValueError(
-                f"recipe {self.recipe} labels once and trains once, so cycles must be 1; found {self.cycles}"
+                f"recipe {self.recipe} labels once and trains once, so cycles must be 1; found {self.cycles} "
+                "(cycles > 1: recipes augsbert, where the student mines new pairs each cycle, and trans-encoder)"
+            )
+        if self.recipe == "augsbert" and self.cycles > 1 and self.processes > 1:
+            raise ValueError(
+                f"cycles {self.cycles} of recipe augsbert run in one process (each cycle mines, labels and trains "
+                f"in turn); found processes {self.processes}: set processes to 1, or cycles to 1"
             )
         s = self.sample
         if (self.recipe == "trans-encoder" and self.trans.sampled and "semantic" in s.strategy

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 from pldistill import cards, embedding, schemas
-from pldistill.config import EMBED_RECIPES, Params
+from pldistill.config import Params
 from pldistill.datasets import gold_dir
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
+from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
@@ -24,9 +25,11 @@ def skipped(params: Params) -> str | None:
     """Why stage embed does nothing in this run, or None."""
     if params.embed.epochs == 0:
         return "embedding distillation is off (embed.epochs 0): the student starts from student.model"
-    if params.recipe not in EMBED_RECIPES:
-        return (f"recipe {params.recipe} does not start its student from stage embed (its own distillation runs in "
-                f"stage distill); embedding distillation applies to {' and '.join(EMBED_RECIPES)}")
+    recipe = registry.get(params.recipe)
+    if not recipe.embed_start:
+        starts = [name for name, r in registry.REGISTRY.items() if r.embed_start]
+        return (f"recipe {recipe.name} does not start its student from stage embed (its own distillation runs in "
+                f"stage distill); embedding distillation applies to {' and '.join(starts)}")
     if all(m.kind == "cross" for m in params.teacher.ensemble):
         return ("every teacher member is a cross-encoder, which scores pairs and embeds no sentence, so there are no "
                 "embeddings to learn: the student starts from student.model (add a bi-encoder to teacher.members, "

@@ -20,7 +20,8 @@ def test_unknown_key_is_named_with_the_closest_and_the_allowed_ones():
     with pytest.raises(ConfigError, match=r"student\.lrr: unknown key \(did you mean student\.lr\?\)"):
         parse_params({"student": {"lrr": 1e-4}})
     # a key put in the wrong section: the sections that have it
-    with pytest.raises(ConfigError, match=r"- top_k: unknown key \(did you mean sample\.top_k\?\); allowed here: seed"):
+    wrong_section = r"- top_k: unknown key \(did you mean sample\.top_k or rounds\.top_k\?\); allowed here: seed"
+    with pytest.raises(ConfigError, match=wrong_section):
         parse_params({"top_k": 3})
     with pytest.raises(ConfigError, match=r"- xyz: unknown key; allowed here: seed"):  # nothing close: no guess
         parse_params({"xyz": 3})
@@ -63,9 +64,11 @@ def test_bad_value_names_key_and_allowed_values():
         parse_params({"teacher": {"lr": -1}})
 
 
-def test_augsbert_needs_one_cycle():
-    with pytest.raises(ConfigError, match="cycles must be 1"):
-        parse_params({"cycles": 5})
+def test_cycles_beyond_one_are_for_augsbert_and_trans_encoder():
+    assert parse_params({"cycles": 5}).cycles == 5  # augsbert: the student mines new pairs each later cycle
+    for recipe in ("dse", "rtt-ensemble"):
+        with pytest.raises(ConfigError, match=f"recipe {recipe} labels once and trains once, so cycles must be 1"):
+            parse_params({"recipe": recipe, "cycles": 5})
 
 
 def test_path_dataset_name_and_columns():

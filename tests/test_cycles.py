@@ -89,7 +89,7 @@ def test_trans_params_are_checked(tiny_model_dir):
     with pytest.raises(ConfigError, match="trans.init"):
         parse_params(raw_params(str(tiny_model_dir), init="warm"))
     with pytest.raises(ConfigError, match="cycles must be 1"):
-        parse_params({**raw_params(str(tiny_model_dir)), "recipe": "augsbert"})
+        parse_params({**raw_params(str(tiny_model_dir)), "recipe": "dse"})
 
 
 def test_cycles_write_labels_models_and_scores(tiny_model_dir, clean, tmp_path):
@@ -254,7 +254,7 @@ def test_killed_run_resumes_at_the_unfinished_step(tiny_model_dir, clean, tmp_pa
                 "--teacher", str(root / "models/teacher"), "--pseudo", str(root / "data/pseudo"),
                 "--bi", str(root / "models/bi"), "--cross", str(root / "models/cross"),
                 "--report", str(root / "metrics/distill.json"), "--curve", str(root / "metrics/plots/student-dev.csv"),
-                "--cycles-plot", str(root / "metrics/plots/cycles.csv")]
+                "--cycles-plot", str(root / "metrics/plots/cycles.csv"), "--embed", str(root / "models/embed")]
         env = {**os.environ, "PLDISTILL_STORE": str(store), "TQDM_DISABLE": "1"}
         return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -55,6 +55,7 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
         *((f"sample semantic {i}", "augsbert", ("sample",),
            {"sample": {"strategy": "semantic", "semantic": {"index": i}}}) for i in ("flat", "torch", "ivf", "hnsw")),
         ("kde", "augsbert", ("sample", "label"), kde),
+        ("augsbert cycles", "augsbert", ("distill",), {"cycles": 2, "rounds": {"pairs": 8, "top_k": 2}}),
         ("embed", "augsbert", ("teacher", "embed", "distill"), embed),
         ("given pairs", "augsbert", ("download", "augment", "sample"),
          {"data": {"unscored": "rest"}, "sample": {"strategy": "given+bm25"}}),
@@ -75,11 +76,14 @@ def reads(chains, tmp_path_factory, tiny_marian_dir) -> dict[str, dict[str, set[
     """run -> stage -> the params keys the stage read in that run."""
     runs = {name: chains(name).reads for name in CHAINS}
     work = tmp_path_factory.mktemp("variants")
-    for name, chain_name, stages, changes in variants(work, tiny_marian_dir):
-        chain = chains(chain_name)
-        params = parse_params(_update(chain.params.model_dump(mode="json"), changes))
-        runs[name] = {}
-        run_chain(params, chain.copy_to(work / name.replace(" ", "-").replace(",", "")), stages, reads=runs[name])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PLDISTILL_STORE", str(work / "store"))  # the stored steps of augsbert's cycles
+        for name, chain_name, stages, changes in variants(work, tiny_marian_dir):
+            chain = chains(chain_name)
+            params = parse_params(_update(chain.params.model_dump(mode="json"), changes))
+            runs[name] = {}
+            run_chain(params, chain.copy_to(work / name.replace(" ", "-").replace(",", "")), stages,
+                      reads=runs[name])
     return runs
 
 

@@ -5,17 +5,26 @@ selected on the source's dev set (no target label is used). Teacher and label: t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
 from pldistill import cards, distributed, schemas
-from pldistill.config import Params
+from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
+from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
+from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, encode_speed, end_distill, student_start
+from pldistill.store import Store
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_bi_encoder
 
 
 class AugSBERT(Recipe):
     name = "augsbert"
+    embed_start = True
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         adapting = params.adapt.data
@@ -29,23 +38,18 @@ class AugSBERT(Recipe):
         s2 = [*gold["sentence2"], *labelled["sentence2"]]
         y = [*gold["score"], *labelled["score"]]
         start_from = student_start(params, dirs.embed)
-        student, res = train_bi_encoder(start_from, params.evaluate, s1, s2, y, select_on, params.seed,
-                                        desc="student")
+
+        def first() -> tuple[BiEncoder, FitResult]:
+            return train_bi_encoder(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
+
+        if params.cycles > 1:
+            return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)
+        student, res = first()
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
         sp, ep = params.student, params.evaluate
         teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
-        card = cards.card("Augmented-SBERT student", "bi", sp.model, {
-            "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
-            "gold pairs": len(gold), "silver pairs": len(labelled),
-            "sampling": params.sample.strategy,
-            **({"embedding distillation": f"{params.embed.epochs} epoch(s) first (models/embed)"}
-               if start_from is not params.student else {}),
-            "teacher": " + ".join(m.describe for m in teacher.members),
-            "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(res.summary(), sp),
-            "seed": params.seed},
-            f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
-            if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled.")
+        card = self._card(params, teacher, len(gold), len(labelled), start_from, res.summary())
 
         def cycles() -> list[list]:
             start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
@@ -55,8 +59,53 @@ class AugSBERT(Recipe):
         # what the student learned in its one cycle: the silver labels
         end_distill(dirs, student, card, res, teacher,
                     lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO), cycles)
-        return {"recipe": self.name, "cycle": 1, **({"adapt": adapting.name} if adapting else {}),
+        return {"recipe": self.name, "cycle": 1, **({"adapt": params.adapt.data.name} if params.adapt.data else {}),
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
+                **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
+
+    def _card(self, params: Params, teacher: Teacher, gold: int, silver: int, start_from: TrainParams, fit: dict,
+              cycles: str | None = None) -> str:
+        adapting, sp = params.adapt.data, params.student
+        return cards.card("Augmented-SBERT student", "bi", sp.model, {
+            "dataset": params.data.name, **({"adapted from": adapting.name} if adapting else {}),
+            "gold pairs": gold, "silver pairs": silver,
+            "sampling": params.sample.strategy, **({"cycles": cycles} if cycles else {}),
+            **({"embedding distillation": f"{params.embed.epochs} epoch(s) first (models/embed)"}
+               if start_from is not params.student else {}),
+            "teacher": " + ".join(m.describe for m in teacher.members),
+            "loss": "MSE of the cosine to the gold or silver score", **cards.fit_facts(fit, sp),
+            "seed": params.seed},
+            f"A bi-encoder trained on {params.data.name}'s pairs labelled by a teacher that learned {adapting.name}."
+            if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled.")
+
+    def _cycles(self, params: Params, dirs: DistillDirs, gold: pd.DataFrame, labelled: pd.DataFrame,
+                select_on: pd.DataFrame, scored: dict[str, pd.DataFrame],
+                first: Callable[[], tuple[BiEncoder, FitResult]], start_from: TrainParams) -> dict:
+        """cycles > 1: the steps of pldistill.recipes.rounds, stored and resumable."""
+        sp, ep = params.student, params.evaluate
+        splits = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("train", "dev", "test")}
+        taken = pd.concat(list(splits.values()), ignore_index=True)[["sentence1", "sentence2"]]
+        files = [dirs.clean / f"{s}.parquet" for s in ("train", "dev", "test")] + [
+            dirs.silver / schemas.SILVER_FILE, gold_dir(params, dirs.clean) / "dev.parquet"]
+        models = [dirs.teacher, *([Path(start_from.model)] if start_from is not sp else [])]
+        store = Store()
+        store.sweep()  # temp dirs of killed runs
+        steps = rounds.Cycles(params, store, rounds.run_fingerprint(params, files, models), gold, labelled, taken,
+                              select_on, scored, dirs.teacher, first).run(params.cycles)
+        teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
+        start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+        facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),
+                              labelled, lambda chosen: self._card(
+                                  params, teacher, len(gold), chosen.meta.get("silver_pairs", len(labelled)),
+                                  start_from, chosen.meta["fit"],
+                                  f"{params.cycles} (selected on dev: cycle {chosen.cycle}; later cycles mine "
+                                  "pairs with the student)"))
+        chosen = rounds.best(steps)
+        student = BiEncoder.load(str(dirs.bi), sp.max_length)
+        return {"recipe": self.name, "cycles": params.cycles, **({"adapt": params.adapt.data.name}
+                                                                 if params.adapt.data else {}),
+                "gold_pairs": len(gold), "silver_pairs": chosen.meta.get("silver_pairs", len(labelled)),
+                **chosen.meta["fit"], **facts,
                 **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
 
 

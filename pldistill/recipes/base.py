@@ -22,6 +22,10 @@ from pldistill.loop import FitResult
 from pldistill.models import BiEncoder, PairModel
 from pldistill.teachers import Teacher
 
+_PACKAGE = Path(__file__).resolve().parents[1]
+# Code whose change must invalidate the stored steps of a recipe's cycles: every module of the package (a superset
+# of what stage distill runs, which tests/test_cycles.py checks), and the stage's own.
+CODE = [*sorted(_PACKAGE.rglob("*.py")), *(_PACKAGE.parent / "stages" / f for f in ("__init__.py", "distill.py"))]
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
 
 
@@ -47,6 +51,7 @@ class Recipe:
 
     name: ClassVar[str]
     gold_logits: ClassVar[bool] = False  # stage label also labels the gold training pairs (a DSE student learns them)
+    embed_start: ClassVar[bool] = False  # stage distill starts the student from stage embed's (models/embed)
 
     def teacher(self, params: Params, clean: Path, out: Path, curve: Path) -> dict:
         """Stage teacher: make the model(s) that label for the student; return the report."""

@@ -38,6 +38,7 @@ def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, 
 
 class DSERecipe(Recipe):
     name = "dse"
+    embed_start = True
     gold_logits = True
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:

@@ -35,17 +35,13 @@ from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, sha256_file, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
+from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest, fingerprint, step_key
 from pldistill.training import FitResult, fit_at, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
 MODEL = "model"  # a training step's model directory
-_PACKAGE = Path(__file__).resolve().parents[1]
-# Code whose change must invalidate stored steps: every module of the package (a superset of what stage distill
-# runs, which tests/test_cycles.py checks), and the stage's own.
-CODE = [*sorted(_PACKAGE.rglob("*.py")), *(_PACKAGE.parent / "stages" / f for f in ("__init__.py", "distill.py"))]
 
 
 @dataclass(frozen=True)

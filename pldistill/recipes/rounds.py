@@ -1,0 +1,217 @@
+"""Cycles of recipe augsbert (``cycles`` > 1): the student mines new pairs, the teacher labels only those,
+and the student learns on.
+
+Cycle 1    c01-bi     the recipe's one training: the student learns gold + the silver pairs of stage label
+Cycle c>1  c0N-mine   the student of cycle c-1 embeds the pool (every sentence of the gold and silver pairs so
+                      far) and each sentence's ``rounds.top_k`` nearest neighbours under it become candidates;
+                      self pairs, gold / dev / test pairs and every pair labelled before are dropped, and at
+                      most ``rounds.pairs`` are kept (a seeded draw when it found more)
+           c0N-label  the teacher labels only those new pairs (data/pseudo/cycle-0N.parquet)
+           c0N-bi     the student of cycle c-1 trains ``rounds.epochs`` more epochs on gold + every silver pair
+                      so far, selected on dev (its start counts, so a cycle never ends below the one before)
+
+Every step is a Store entry (pldistill.store) chained as Trans-Encoder's are, under a fingerprint that
+leaves ``cycles`` out: growing ``cycles`` reuses the finished cycles, and a killed run resumes at the step it
+was in. The student of the best cycle on dev is the stage's student; test is only reported.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pldistill import labelling, schemas, semantic
+from pldistill import models as models_mod
+from pldistill.config import Params, TrainParams
+from pldistill.io import atomic_dir, sha256_file, write_csv_rows
+from pldistill.loop import FitResult
+from pldistill.models import BiEncoder
+from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
+from pldistill.sampling import new_pairs, unique_sentences
+from pldistill.seeding import seed_all
+from pldistill.store import Store, digest, fingerprint, step_key
+from pldistill.teachers import Teacher
+from pldistill.training import split_scores, train_bi_encoder
+
+MODEL = "model"  # a training step's model directory
+PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
+MINED = "student"  # the strategy (provenance) of the pairs the student mined
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # c01-bi, c02-mine, c02-label, c02-bi
+    cycle: int
+    key: str
+    path: Path
+    meta: dict
+    computed: bool
+
+
+def _log(msg: str) -> None:
+    print(f"[cycles] {msg}", file=sys.stderr, flush=True)
+
+
+def _dir_digest(path: Path) -> str:
+    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
+
+
+def run_fingerprint(params: Params, files: list[Path], models: list[Path]) -> str:
+    """What every stored step depends on, ``cycles`` left out: the data files, the teacher's and the
+    starting student's files, the params the cycles read but section ``rounds`` (which the keys of cycles 2..
+    add, so changing it keeps cycle 1), the code, library versions and the device."""
+    used = {"seed": params.seed, "student": params.student.model_dump(mode="json"),
+            "label": params.label.model_dump(mode="json"),
+            "evaluate": params.evaluate.model_dump(mode="json"),
+            "semantic": params.sample.semantic.model_dump(mode="json"), "teacher_max_length": params.teacher.max_length}
+    extra = {"models": {str(m): _dir_digest(m) for m in models if m.is_dir()},
+             "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers", "tokenizers",
+                                                  "numpy", "faiss-cpu")},
+             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+             "bf16": models_mod.native_bf16()}
+    return fingerprint([*files, *CODE], used, extra)
+
+
+class Cycles:
+    """The steps of one run: ``first`` trains cycle 1's student (the recipe's own training)."""
+
+    def __init__(self, params: Params, store: Store, base: str, gold: pd.DataFrame, silver: pd.DataFrame,
+                 taken: pd.DataFrame, select_on: pd.DataFrame, scored: dict[str, pd.DataFrame], teacher: Path,
+                 first: Callable[[], tuple[BiEncoder, FitResult]], log: Callable[[str], None] = _log):
+        self.p, self.store, self.base, self.log = params, store, base, log
+        self.gold, self.silver, self.taken = gold, silver, taken
+        self.select_on, self.scored, self.teacher, self.first = select_on, scored, teacher, first
+        self.steps: list[Step] = []
+
+    def _step(self, cycle: int, role: str, compute: Callable[[Path, dict], None]) -> Step:
+        """Reuse the stored step, or compute it into the store; either way, read it back."""
+        name = f"c{cycle:02d}-{role}"
+        prev = self.steps[-1] if self.steps else None
+        parent = prev and f"{prev.key}:{self.store.content(prev.key)}:{digest(self.p.rounds.model_dump(mode='json'))}"
+        key = step_key(self.base, name, parent)
+        entry = self.store.get(key)
+        computed = entry is None
+        if computed:
+            seed_all(int(digest({"seed": self.p.seed, "step": name})[:8], 16))
+            meta: dict = {"step": name}
+            with self.store.put(key, meta) as tmp:
+                self.log(f"{name}: computing")
+                compute(tmp, meta)
+            entry = self.store.get(key)
+            if entry is None:
+                raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
+        else:
+            self.log(f"{name}: reused ({entry})")
+        step = Step(name, cycle, key, entry, self.store.meta(key), computed)
+        self.steps.append(step)
+        return step
+
+    def _keep(self, tmp: Path, meta: dict, student: BiEncoder, res: FitResult) -> None:
+        student.save(tmp / MODEL)
+        meta.update(fit=res.summary(), curve=res.curve, **split_scores(student, self.scored, self.p.evaluate))
+
+    def _first(self, tmp: Path, meta: dict) -> None:
+        student, res = self.first()
+        self._keep(tmp, meta, student, res)
+
+    def _silver_so_far(self) -> pd.DataFrame:
+        labelled = [schemas.read(s.path / PAIRS, schemas.PSEUDO) for s in self.steps if s.name.endswith("-label")]
+        return pd.concat([self.silver, *labelled], ignore_index=True)
+
+    def _mine(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
+        rp, sp = self.p.rounds, self.p.sample.semantic
+        silver = self._silver_so_far()
+        pool = unique_sentences(pd.concat([self.gold, silver], ignore_index=True))
+        model = BiEncoder.load(str(student.path / MODEL), self.p.student.max_length)
+        emb = model.encode(pool, sp.batch_size, sp.bf16, progress=True)
+        hits = semantic.neighbours(emb, rp.top_k, sp, self.p.seed, chunk=sp.search_chunk)
+        found = ((pool[q], pool[d]) for q, docs, _ in hits for d in docs)
+        fresh = new_pairs(found, pd.concat([self.taken, silver], ignore_index=True), MINED)
+        kept = fresh
+        if len(fresh) > rp.pairs:
+            rng = np.random.default_rng(int(digest({"seed": self.p.seed, "mine": cycle})[:8], 16))
+            kept = fresh.iloc[np.sort(rng.choice(len(fresh), rp.pairs, replace=False))].reset_index(drop=True)
+        schemas.write(tmp / PAIRS, kept, schemas.CANDIDATES)
+        meta.update(pool=len(pool), found=len(fresh), kept=len(kept))
+
+    def _label(self, tmp: Path, meta: dict, cycle: int, mined: Step) -> None:
+        pairs = schemas.read(mined.path / PAIRS, schemas.CANDIDATES)
+        teacher = Teacher.load(self.teacher, self.p.teacher.max_length)
+        t0 = time.perf_counter()
+        out = labelling.label_pairs(teacher, pairs, self.p, cycle, teacher.labeller(self.teacher))
+        schemas.write(tmp / PAIRS, out, schemas.PSEUDO)
+        meta.update(pairs=len(out), score_mean=round(float(out["score"].mean()), 4) if len(out) else None,
+                    label_seconds=round(time.perf_counter() - t0, 1))
+
+    def _train(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
+        silver = self._silver_so_far()
+        s1 = [*self.gold["sentence1"], *silver["sentence1"]]
+        s2 = [*self.gold["sentence2"], *silver["sentence2"]]
+        y = [*self.gold["score"], *silver["score"]]
+        # the stored student goes on (already pruned: no layer dropped again), one seed
+        sp: TrainParams = self.p.student.model_copy(update={
+            "model": str(student.path / MODEL), "layers": None, "epochs": self.p.rounds.epochs, "seeds": 1,
+            "trust_remote_code": False})
+        seed = int(digest({"seed": self.p.seed, "fit": cycle})[:8], 16)
+        model, res = train_bi_encoder(sp, self.p.evaluate, s1, s2, y, self.select_on, seed,
+                                      desc=f"student, cycle {cycle}")
+        self._keep(tmp, meta, model, res)
+        meta["silver_pairs"] = len(silver)
+
+    def run(self, cycles: int) -> list[Step]:
+        """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
+        student = self._step(1, "bi", self._first)
+        for c in range(2, cycles + 1):
+            mined = self._step(c, "mine", lambda tmp, meta, c=c, s=student: self._mine(tmp, meta, c, s))
+            self._step(c, "label", lambda tmp, meta, c=c, m=mined: self._label(tmp, meta, c, m))
+            student = self._step(c, "bi", lambda tmp, meta, c=c, s=student: self._train(tmp, meta, c, s))
+        return self.steps
+
+
+def best(steps: list[Step]) -> Step:
+    """The student of highest dev Spearman; the earliest wins a tie."""
+    bis = [s for s in steps if s.name.endswith("-bi")]
+    return max(bis, key=lambda s: (s.meta["dev"]["spearman"], -s.cycle))
+
+
+def finish(steps: list[Step], dirs: DistillDirs, teacher: Teacher, start: dict, teacher_scores: dict,
+           silver: pd.DataFrame, card: Callable[[Step], str]) -> dict:
+    """Write the stage's outputs from the steps: the best cycle's student (models/bi), the teacher as
+    models/cross, one Parquet per cycle of what the teacher labelled for it (data/pseudo), the score per
+    cycle (the teacher's beside each) and the student's dev curve, the cycles laid end to end. Returns the
+    per-cycle report."""
+    chosen = best(steps)
+    copy_dir(chosen.path / MODEL, dirs.bi, card(chosen))
+    teacher_as_cross(teacher, dirs.teacher, dirs.cross)
+    with atomic_dir(dirs.pseudo) as tmp:
+        schemas.write(tmp / schemas.pseudo_file(1), silver, schemas.PSEUDO)
+        for s in steps:
+            if s.name.endswith("-label"):
+                shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(s.cycle))
+    metas = {s.name: s.meta for s in steps}
+    rows, curve, per_cycle = [cycle_row(0, start, None)], [], []
+    step_off = epoch_off = 0
+    for s in (s for s in steps if s.name.endswith("-bi")):
+        rows.append(cycle_row(s.cycle, s.meta, teacher_scores))
+        curve += [[step_off + r["step"], round(epoch_off + r["epoch"], 3), r["dev"]] for r in s.meta["curve"]]
+        step_off += s.meta["fit"]["steps"]
+        epoch_off += s.meta["curve"][-1]["epoch"] if s.meta["curve"] else 0
+        mine, label = metas.get(f"c{s.cycle:02d}-mine"), metas.get(f"c{s.cycle:02d}-label")
+        per_cycle.append({"cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
+                          "silver_pairs": s.meta.get("silver_pairs", len(silver)),
+                          **({"mined": {k: mine[k] for k in ("pool", "found", "kept")},
+                              "label_seconds": label["label_seconds"]} if mine and label else {})})
+    write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, rows)
+    write_csv_rows(dirs.curve, ["step", "epoch", "dev_spearman"], curve)
+    return {"selected_cycle": chosen.cycle, "per_cycle": per_cycle,
+            "steps": {"computed": [s.name for s in steps if s.computed],
+                      "reused": [s.name for s in steps if not s.computed]}}
