@@ -50,19 +50,22 @@ COMMON = {
     "student": {"model": MINILM, "layers": [0, 2, 4]},
 }
 EMBED = {"epochs": 3, "lr": 2.0e-4}  # the embedding step of the rows that have one
-# Rows: sample.strategy, the embed section (None: off), whether --corpus joins the sentences.
+# Rows: sample.strategy, the embed section (None: off), whether --corpus joins the sentences, cycles (later
+# cycles: the student mines pairs by semantic search, the teacher labels them; params.yaml's rounds section).
 ROWS = {
-    "gold-only": ("none", None, False),
-    "given": ("given", None, False),
-    "embed-gold": ("none", EMBED, False),
-    "embed-given": ("given", EMBED, False),
-    "embed-corpus-given": ("given", EMBED, True),
+    "gold-only": ("none", None, False, 1),
+    "given": ("given", None, False, 1),
+    "embed-gold": ("none", EMBED, False, 1),
+    "embed-given": ("given", EMBED, False, 1),
+    "embed-corpus-given": ("given", EMBED, True, 1),
+    "embed-cycles": ("none", EMBED, False, 5),
 }
 
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None) -> Params:
-    strategy, emb, with_corpus = ROWS[row]
+    strategy, emb, with_corpus, cycles = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["cycles"] = cycles
     for section, values in COMMON.items():
         raw[section].update(values)
     raw["data"]["source"] = stsb
@@ -86,7 +89,7 @@ def once(report: Path, fn, *args) -> float:
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None) -> dict:
     p = params_for(stsb, row, seed, corpus)
     data_p = p.model_copy(update={"seed": DATA_SEED})
-    strategy, emb, with_corpus = ROWS[row]
+    strategy, emb, with_corpus, _ = ROWS[row]
     base, clean = out / "base", out / "base/data/clean"
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
@@ -122,7 +125,10 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None) -> di
         whole = BiEncoder.load(MINILM, p.teacher.max_length)
         tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
-    return {"row": row, "seed": seed, **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
+    per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "train_seconds")}
+                 for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
+    return {"row": row, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
+            **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
             "embed_only": embed_report.get("after"), "embed_sentences": embed_report.get("by_source"),
             "silver_pairs": json.loads((silver / "label.json").read_text()).get("silver_pairs"), "seconds": t}
 
@@ -152,8 +158,16 @@ def main() -> None:
         for row in a.rows.split(","):
             results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus))
             print(table(results[-1:]).splitlines()[-1], flush=True)
-    (a.out / "results.json").write_text(json.dumps({"flags": flags, "rows": results}, indent=2))
+    # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
+    done = a.out / "results.json"
+    kept = [r for r in (json.loads(done.read_text())["rows"] if done.is_file() else [])
+            if (r["row"], r["seed"]) not in {(x["row"], x["seed"]) for x in results}]
+    done.write_text(json.dumps({"flags": flags, "rows": kept + results}, indent=2))
     print(table(results))
+    for r in results:
+        for c in r.get("per_cycle", []):
+            print(f"{r['row']} seed {r['seed']} cycle {c['cycle']}: test {c['test']['spearman']}, "
+                  f"dev {c['dev']['spearman']}, {c['silver_pairs']} silver pairs, {c['train_seconds']} s")
 
 
 if __name__ == "__main__":

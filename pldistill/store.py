@@ -21,10 +21,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pldistill.io import alive, fsync, sha256_file
+from pldistill.seeding import seed_all
 
 MANIFEST = "MANIFEST.json"
 
@@ -135,3 +137,53 @@ class Store:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A step ``Steps.run`` reused or computed."""
+
+    name: str
+    key: str
+    path: Path
+    meta: dict
+    computed: bool
+    seconds: float
+
+
+class Steps:
+    """The steps of one run, stored one after another (Trans-Encoder's cycles, augsbert's).
+
+    A step's key chains the run's fingerprint ``base``, the step's name, and the key *and* stored bytes of
+    the step before it: a parent recomputed with a different result (another machine, a corrupt entry
+    redone) makes every later step stale. A stored step is reused; a computed one is read back from the
+    store before the next step uses it, so a resumed run and an uninterrupted one go through the same bytes.
+    Each computed step seeds itself from (``seed``, its name), not from a running stream.
+    """
+
+    def __init__(self, store: Store, base: str, seed: int, log: Callable[[str], None]):
+        self.store, self.base, self.seed, self.log = store, base, seed, log
+        self.last: Entry | None = None
+
+    def run(self, name: str, compute: Callable[[Path, dict], None], salt: str = "") -> Entry:
+        """Reuse the stored step ``name`` or compute it into the store; either way, read it back.
+        ``salt``: what else the keys of steps after the first depend on."""
+        prev = self.last
+        parent = prev and f"{prev.key}:{self.store.content(prev.key)}" + (f":{salt}" if salt else "")
+        key = step_key(self.base, name, parent)
+        t0 = time.perf_counter()
+        entry = self.store.get(key)
+        computed = entry is None
+        if computed:
+            seed_all(int(digest({"seed": self.seed, "step": name})[:8], 16))  # e.g. a new head's init
+            meta: dict = {"step": name}
+            with self.store.put(key, meta) as tmp:
+                self.log(f"{name}: computing")
+                compute(tmp, meta)
+            entry = self.store.get(key)
+            if entry is None:
+                raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
+        else:
+            self.log(f"{name}: reused ({entry})")
+        self.last = Entry(name, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
+        return self.last

@@ -94,17 +94,17 @@ class AugSBERT(Recipe):
                               select_on, scored, dirs.teacher, first).run(params.cycles)
         teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
         start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
-        facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),
-                              labelled, lambda chosen: self._card(
-                                  params, teacher, len(gold), chosen.meta.get("silver_pairs", len(labelled)),
-                                  start_from, chosen.meta["fit"],
-                                  f"{params.cycles} (selected on dev: cycle {chosen.cycle}; later cycles mine "
-                                  "pairs with the student)"))
         chosen = rounds.best(steps)
+        silver = chosen.meta.get("silver_pairs", len(labelled))
+        cycles = (f"{params.cycles} (selected on dev: cycle {rounds.cycle_of(chosen)}; later cycles learn pairs the "
+                  "student mined)")
+        card = self._card(params, teacher, len(gold), silver, start_from, chosen.meta["fit"], cycles)
+        facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),
+                              labelled, card)
         student = BiEncoder.load(str(dirs.bi), sp.max_length)
         return {"recipe": self.name, "cycles": params.cycles, **({"adapt": params.adapt.data.name}
                                                                  if params.adapt.data else {}),
-                "gold_pairs": len(gold), "silver_pairs": chosen.meta.get("silver_pairs", len(labelled)),
+                "gold_pairs": len(gold), "silver_pairs": silver,
                 **chosen.meta["fit"], **facts,
                 **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
 

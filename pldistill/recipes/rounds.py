@@ -21,7 +21,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -37,24 +36,13 @@ from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
 from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
 from pldistill.sampling import new_pairs, unique_sentences
-from pldistill.seeding import seed_all
-from pldistill.store import Store, digest, fingerprint, step_key
+from pldistill.store import Entry, Steps, Store, digest, fingerprint
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_bi_encoder
 
 MODEL = "model"  # a training step's model directory
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str  # c01-bi, c02-mine, c02-label, c02-bi
-    cycle: int
-    key: str
-    path: Path
-    meta: dict
-    computed: bool
 
 
 def _log(msg: str) -> None:
@@ -90,28 +78,13 @@ class Cycles:
         self.p, self.store, self.base, self.log = params, store, base, log
         self.gold, self.silver, self.taken = gold, silver, taken
         self.select_on, self.scored, self.teacher, self.first = select_on, scored, teacher, first
-        self.steps: list[Step] = []
+        self.steps: list[Entry] = []
+        self.chain = Steps(store, base, params.seed, log)
 
-    def _step(self, cycle: int, role: str, compute: Callable[[Path, dict], None]) -> Step:
-        """Reuse the stored step, or compute it into the store; either way, read it back."""
-        name = f"c{cycle:02d}-{role}"
-        prev = self.steps[-1] if self.steps else None
-        parent = prev and f"{prev.key}:{self.store.content(prev.key)}:{digest(self.p.rounds.model_dump(mode='json'))}"
-        key = step_key(self.base, name, parent)
-        entry = self.store.get(key)
-        computed = entry is None
-        if computed:
-            seed_all(int(digest({"seed": self.p.seed, "step": name})[:8], 16))
-            meta: dict = {"step": name}
-            with self.store.put(key, meta) as tmp:
-                self.log(f"{name}: computing")
-                compute(tmp, meta)
-            entry = self.store.get(key)
-            if entry is None:
-                raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
-        else:
-            self.log(f"{name}: reused ({entry})")
-        step = Step(name, cycle, key, entry, self.store.meta(key), computed)
+    def _step(self, cycle: int, role: str, compute: Callable[[Path, dict], None]) -> Entry:
+        """Reuse the stored step, or compute it into the store (``Steps.run``); the section ``rounds`` enters the
+        keys of cycles 2 and later only."""
+        step = self.chain.run(f"c{cycle:02d}-{role}", compute, digest(self.p.rounds.model_dump(mode="json")))
         self.steps.append(step)
         return step
 
@@ -127,7 +100,7 @@ class Cycles:
         labelled = [schemas.read(s.path / PAIRS, schemas.PSEUDO) for s in self.steps if s.name.endswith("-label")]
         return pd.concat([self.silver, *labelled], ignore_index=True)
 
-    def _mine(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
+    def _mine(self, tmp: Path, meta: dict, cycle: int, student: Entry) -> None:
         rp, sp = self.p.rounds, self.p.sample.semantic
         silver = self._silver_so_far()
         pool = unique_sentences(pd.concat([self.gold, silver], ignore_index=True))
@@ -143,7 +116,7 @@ class Cycles:
         schemas.write(tmp / PAIRS, kept, schemas.CANDIDATES)
         meta.update(pool=len(pool), found=len(fresh), kept=len(kept))
 
-    def _label(self, tmp: Path, meta: dict, cycle: int, mined: Step) -> None:
+    def _label(self, tmp: Path, meta: dict, cycle: int, mined: Entry) -> None:
         pairs = schemas.read(mined.path / PAIRS, schemas.CANDIDATES)
         teacher = Teacher.load(self.teacher, self.p.teacher.max_length)
         t0 = time.perf_counter()
@@ -152,7 +125,7 @@ class Cycles:
         meta.update(pairs=len(out), score_mean=round(float(out["score"].mean()), 4) if len(out) else None,
                     label_seconds=round(time.perf_counter() - t0, 1))
 
-    def _train(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
+    def _train(self, tmp: Path, meta: dict, cycle: int, student: Entry) -> None:
         silver = self._silver_so_far()
         s1 = [*self.gold["sentence1"], *silver["sentence1"]]
         s2 = [*self.gold["sentence2"], *silver["sentence2"]]
@@ -167,7 +140,7 @@ class Cycles:
         self._keep(tmp, meta, model, res)
         meta["silver_pairs"] = len(silver)
 
-    def run(self, cycles: int) -> list[Step]:
+    def run(self, cycles: int) -> list[Entry]:
         """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
         student = self._step(1, "bi", self._first)
         for c in range(2, cycles + 1):
@@ -177,41 +150,46 @@ class Cycles:
         return self.steps
 
 
-def best(steps: list[Step]) -> Step:
+def cycle_of(step: Entry) -> int:
+    """The cycle of a step named like c02-mine."""
+    return int(step.name[1:3])
+
+
+def best(steps: list[Entry]) -> Entry:
     """The student of highest dev Spearman; the earliest wins a tie."""
     bis = [s for s in steps if s.name.endswith("-bi")]
-    return max(bis, key=lambda s: (s.meta["dev"]["spearman"], -s.cycle))
+    return max(bis, key=lambda s: (s.meta["dev"]["spearman"], -cycle_of(s)))
 
 
-def finish(steps: list[Step], dirs: DistillDirs, teacher: Teacher, start: dict, teacher_scores: dict,
-           silver: pd.DataFrame, card: Callable[[Step], str]) -> dict:
+def finish(steps: list[Entry], dirs: DistillDirs, teacher: Teacher, start: dict, teacher_scores: dict,
+           silver: pd.DataFrame, card: str) -> dict:
     """Write the stage's outputs from the steps: the best cycle's student (models/bi), the teacher as
     models/cross, one Parquet per cycle of what the teacher labelled for it (data/pseudo), the score per
     cycle (the teacher's beside each) and the student's dev curve, the cycles laid end to end. Returns the
     per-cycle report."""
     chosen = best(steps)
-    copy_dir(chosen.path / MODEL, dirs.bi, card(chosen))
+    copy_dir(chosen.path / MODEL, dirs.bi, card)
     teacher_as_cross(teacher, dirs.teacher, dirs.cross)
     with atomic_dir(dirs.pseudo) as tmp:
         schemas.write(tmp / schemas.pseudo_file(1), silver, schemas.PSEUDO)
         for s in steps:
             if s.name.endswith("-label"):
-                shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(s.cycle))
+                shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(cycle_of(s)))
     metas = {s.name: s.meta for s in steps}
     rows, curve, per_cycle = [cycle_row(0, start, None)], [], []
     step_off = epoch_off = 0
     for s in (s for s in steps if s.name.endswith("-bi")):
-        rows.append(cycle_row(s.cycle, s.meta, teacher_scores))
+        rows.append(cycle_row(cycle_of(s), s.meta, teacher_scores))
         curve += [[step_off + r["step"], round(epoch_off + r["epoch"], 3), r["dev"]] for r in s.meta["curve"]]
         step_off += s.meta["fit"]["steps"]
         epoch_off += s.meta["curve"][-1]["epoch"] if s.meta["curve"] else 0
-        mine, label = metas.get(f"c{s.cycle:02d}-mine"), metas.get(f"c{s.cycle:02d}-label")
-        per_cycle.append({"cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
+        mine, label = metas.get(f"c{cycle_of(s):02d}-mine"), metas.get(f"c{cycle_of(s):02d}-label")
+        per_cycle.append({"cycle": cycle_of(s), "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
                           "silver_pairs": s.meta.get("silver_pairs", len(silver)),
                           **({"mined": {k: mine[k] for k in ("pool", "found", "kept")},
                               "label_seconds": label["label_seconds"]} if mine and label else {})})
     write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, rows)
     write_csv_rows(dirs.curve, ["step", "epoch", "dev_spearman"], curve)
-    return {"selected_cycle": chosen.cycle, "per_cycle": per_cycle,
+    return {"selected_cycle": cycle_of(chosen), "per_cycle": per_cycle,
             "steps": {"computed": [s.name for s in steps if s.computed],
                       "reused": [s.name for s in steps if not s.computed]}}

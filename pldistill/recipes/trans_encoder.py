@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import shutil
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -37,7 +36,7 @@ from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
 from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
 from pldistill.seeding import seed_all
-from pldistill.store import Store, digest, fingerprint, step_key
+from pldistill.store import Steps, Store, digest, fingerprint
 from pldistill.training import FitResult, fit_at, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
@@ -138,30 +137,13 @@ class TransEncoder:
         self.store, self.base, self.log = store, base, log
         self.members = members(params)
         self.steps: list[Step] = []
+        self.chain = Steps(store, base, params.seed, log)
 
     # -- the step machinery -------------------------------------------------------------------------
     def _step(self, cycle: int, role: str, member: int | None, compute: Callable[[Path, dict], None]) -> Step:
-        """Reuse the stored step, or compute it into the store; either way, read it back."""
-        name = f"c{cycle:02d}-{role}" + ("" if member is None else f"-{member}")
-        prev = self.steps[-1] if self.steps else None
-        # One chain through the parent's key *and* bytes: a recomputed parent that came out different
-        # (another machine, a corrupt entry redone) makes every later step stale.
-        key = step_key(self.base, name, prev and f"{prev.key}:{self.store.content(prev.key)}")
-        t0 = time.perf_counter()
-        entry = self.store.get(key)
-        computed = entry is None
-        if computed:
-            seed_all(int(digest({"seed": self.p.seed, "step": name})[:8], 16))  # e.g. a new head's init
-            meta: dict = {"step": name}
-            with self.store.put(key, meta) as tmp:
-                self.log(f"{name}: computing")
-                compute(tmp, meta)
-            entry = self.store.get(key)
-            if entry is None:
-                raise RuntimeError(f"{self.store.path(key)}: step {name} did not verify right after it was written")
-        else:
-            self.log(f"{name}: reused ({entry})")
-        step = Step(name, cycle, role, key, entry, self.store.meta(key), computed, time.perf_counter() - t0)
+        """Reuse the stored step, or compute it into the store (``Steps.run``)."""
+        e = self.chain.run(f"c{cycle:02d}-{role}" + ("" if member is None else f"-{member}"), compute)
+        step = Step(e.name, cycle, role, e.key, e.path, e.meta, e.computed, e.seconds)
         self.steps.append(step)
         return step
 
