@@ -134,7 +134,8 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         whole = BiEncoder.load(tutor, p.teacher.max_length)
         tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
-    per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "train_seconds")}
+    # the stage report keeps no timing (write_report: reruns give the same bytes)
+    per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined") if k in c}
                  for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
     return {"row": row + tag, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
             **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
@@ -178,7 +179,7 @@ def main() -> None:
     for r in results:
         for c in r.get("per_cycle", []):
             print(f"{r['row']} seed {r['seed']} cycle {c['cycle']}: test {c['test']['spearman']}, "
-                  f"dev {c['dev']['spearman']}, {c['silver_pairs']} silver pairs, {c['train_seconds']} s")
+                  f"dev {c['dev']['spearman']}, {c['silver_pairs']} silver pairs, best step {c['best_step']}")
 
 
 if __name__ == "__main__":
