@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import time
 from pathlib import Path
 
 import torch
 import yaml
-from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
+from teachers_stsb import timed as once  # benchmarks/: the script's own folder is on sys.path
+from train_throughput import cpu_flags
 
 from pldistill import schemas
 from pldistill.config import Params, parse_params
@@ -81,15 +81,6 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     if with_corpus and not corpus:
         raise SystemExit(f"row {row} needs --corpus (python benchmarks/corpus.py --out ...)")
     return parse_params(raw)
-
-
-def once(report: Path, fn, *args) -> float:
-    """Run a stage function unless its report exists (resume); the seconds it took (0: reused)."""
-    if report.is_file():
-        return 0.0
-    t0 = time.perf_counter()
-    fn(*args)
-    return round(time.perf_counter() - t0, 1)
 
 
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM) -> dict:

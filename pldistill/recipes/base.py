@@ -10,22 +10,45 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import ClassVar
 
 import pandas as pd
+import torch
 
 from pldistill import labelling, teachers
+from pldistill import models as models_mod
 from pldistill.config import EvaluateParams, Params, TrainParams
-from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
+from pldistill.io import SKIPPED_NOTE, atomic_dir, sha256_file, write_card, write_csv_rows, write_note_dir
 from pldistill.loop import FitResult
 from pldistill.models import BiEncoder, PairModel
+from pldistill.store import digest
 from pldistill.teachers import Teacher
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 # Code whose change must invalidate the stored steps of a recipe's cycles: every module of the package (a superset
 # of what stage distill runs, which tests/test_cycles.py checks), and the stage's own.
 CODE = [*sorted(_PACKAGE.rglob("*.py")), *(_PACKAGE.parent / "stages" / f for f in ("__init__.py", "distill.py"))]
+
+
+def weights_digest(spec: str) -> str:
+    """What identifies a model in a stored step's key: the hashes of every file of a local (or bundled) directory;
+    for a hub id only its name (the hub may change a model behind a name; pin one by downloading it)."""
+    path = Path(models_mod.resolve(spec))
+    if not path.is_dir():
+        return f"hub:{spec}"
+    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
+
+
+def environment(packages: tuple[str, ...] = ()) -> dict:
+    """What else a stored step depends on: library versions (``packages`` beyond the usual), device, bf16 units."""
+    names = ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy", *packages)
+    return {"versions": {p: version(p) for p in names},
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+            "bf16": models_mod.native_bf16()}
+
+
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
 
 

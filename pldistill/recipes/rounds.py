@@ -21,20 +21,26 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from pldistill import labelling, schemas, semantic
-from pldistill import models as models_mod
 from pldistill.config import Params, TrainParams
-from pldistill.io import atomic_dir, sha256_file, write_csv_rows
+from pldistill.io import atomic_dir, write_csv_rows
 from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
-from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
+from pldistill.recipes.base import (
+    CODE,
+    CYCLE_COLUMNS,
+    DistillDirs,
+    copy_dir,
+    cycle_row,
+    environment,
+    teacher_as_cross,
+    weights_digest,
+)
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Entry, Steps, Store, digest, fingerprint
 from pldistill.teachers import Teacher
@@ -49,10 +55,6 @@ def _log(msg: str) -> None:
     print(f"[cycles] {msg}", file=sys.stderr, flush=True)
 
 
-def _dir_digest(path: Path) -> str:
-    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
-
-
 def run_fingerprint(params: Params, files: list[Path], models: list[Path]) -> str:
     """What every stored step depends on, ``cycles`` left out: the data files, the teacher's and the
     starting student's files, the params the cycles read but section ``rounds`` (which the keys of cycles 2..
@@ -61,11 +63,7 @@ def run_fingerprint(params: Params, files: list[Path], models: list[Path]) -> st
             "label": params.label.model_dump(mode="json"),
             "evaluate": params.evaluate.model_dump(mode="json"),
             "semantic": params.sample.semantic.model_dump(mode="json"), "teacher_max_length": params.teacher.max_length}
-    extra = {"models": {str(m): _dir_digest(m) for m in models if m.is_dir()},
-             "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers", "tokenizers",
-                                                  "numpy", "faiss-cpu")},
-             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-             "bf16": models_mod.native_bf16()}
+    extra = {"models": {str(m): weights_digest(str(m)) for m in models}, **environment(("faiss-cpu",))}
     return fingerprint([*files, *CODE], used, extra)
 
 

@@ -21,20 +21,26 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from pldistill import cards, labelling, schemas
-from pldistill import models as models_mod
 from pldistill.config import Params, StepParams
-from pldistill.io import atomic_dir, sha256_file, write_csv_rows, write_note_dir
+from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
-from pldistill.recipes.base import CODE, CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
+from pldistill.recipes.base import (
+    CODE,
+    CYCLE_COLUMNS,
+    DistillDirs,
+    Recipe,
+    copy_dir,
+    cycle_row,
+    environment,
+    weights_digest,
+)
 from pldistill.seeding import seed_all
 from pldistill.store import Steps, Store, digest, fingerprint
 from pldistill.training import FitResult, fit_at, split_scores
@@ -93,15 +99,6 @@ def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
     return (cosine + 1.0) / 2.0  # affine
 
 
-def _weights_digest(spec: str) -> str:
-    """What identifies a starting model: the hashes of every file of a local (or bundled) directory;
-    for a hub id only its name (the hub may change a model behind a name; pin one by downloading it)."""
-    path = Path(models_mod.resolve(spec))
-    if not path.is_dir():
-        return f"hub:{spec}"
-    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
-
-
 def run_fingerprint(params: Params, files: list[Path]) -> str:
     """Everything a stored step depends on except `cycles`: data files, the params the recipe reads,
     the code, the starting models, library versions and the device."""
@@ -114,12 +111,8 @@ def run_fingerprint(params: Params, files: list[Path]) -> str:
         "label": params.label.model_dump(mode="json"),
         "evaluate": params.evaluate.model_dump(mode="json"),
     }
-    extra = {
-        "models": {spec: _weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
-        "versions": {p: version(p) for p in ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy")},
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "bf16": models_mod.native_bf16(),
-    }
+    extra = {"models": {spec: weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
+             **environment()}
     return fingerprint([*files, *CODE], used, extra)
 
 
