@@ -6,8 +6,12 @@ STS-B training pairs are the given pairs (data.unscored: rest), their scores nev
 in what the student learns: gold only; + the teacher's embeddings (stage embed); + the teacher's labels of
 the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus, see benchmarks/corpus.py);
 embed-cycles: cycles 5, each later cycle learning pairs the student mined (params.yaml's rounds section;
-OUT/rows/embed-cycles-s*/distill.json has every cycle). --teacher bundled:all-mpnet-base-v2 (after
-`make mpnet`) runs the rows with the MPNet teacher, in folders of their own.
+OUT/rows/embed-cycles-s*/distill.json has every cycle); embed-sim-*: the embedding step matches the in-batch
+cosine matrices (no projection; for a teacher of another width); dse-*: recipe dse.
+--teacher bundled:all-mpnet-base-v2 (after `make mpnet`) runs the rows with the MPNet teacher, in folders of
+their own; --teacher-epochs N fine-tunes the teacher on the gold pairs first (N epochs, one dev evaluation each,
+best dev kept). --student whole trains the whole MiniLM instead (lr 2e-5, 4 epochs: its gold-only student
+improves on dev that long; embed lr 1e-4).
 
 Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
 with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
@@ -17,6 +21,8 @@ Prints a Markdown table and writes OUT/results.json.
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-given --seeds 42,43,44
     python benchmarks/fast_student.py --stsb ... --rows embed-cycles
     python benchmarks/fast_student.py --stsb ... --rows embed-gold --teacher bundled:all-mpnet-base-v2
+    python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-sim-gold --student whole \
+        --teacher bundled:all-mpnet-base-v2 --teacher-epochs 4
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from train_throughput import cpu_flags
 from pldistill import schemas
 from pldistill.config import Params, parse_params
 from pldistill.models import BiEncoder, native_bf16
+from pldistill.recipes import registry
 from pldistill.recipes.base import encode_speed
 from pldistill.training import split_scores
 from stages.augment import augment
@@ -55,25 +62,45 @@ COMMON = {
     "student": {"model": MINILM, "layers": [0, 2, 4]},
 }
 EMBED = {"epochs": 3, "lr": 2.0e-4}  # the embedding step of the rows that have one
+# sim: the in-batch cosine matrices, no projection; for a teacher of another width (MPNet's 768, projected by
+# PCA under mse, is a space the student must learn anew: 10k sentences are too few for that)
+EMBED_SIM = {**EMBED, "loss": "sim"}
+# Students: the student section's changes from COMMON, and the embedding step's lr. The whole model keeps
+# params.yaml's embed lr (1e-4) and a whole model's lr (2e-5); its gold-only student rises on dev for 4 epochs.
+STUDENTS = {"pruned": ({}, EMBED["lr"]), "whole": ({"layers": None, "lr": 2.0e-5, "epochs": 4}, 1.0e-4)}
 # Rows: sample.strategy, the embed section (None: off), whether --corpus joins the sentences, cycles (later
-# cycles: the student mines pairs by semantic search, the teacher labels them; params.yaml's rounds section).
+# cycles: the student mines pairs by semantic search, the teacher labels them; params.yaml's rounds section),
+# the recipe (dse: the student scores through a learned head, trained on the teacher's logits and gold).
 ROWS = {
-    "gold-only": ("none", None, False, 1),
-    "given": ("given", None, False, 1),
-    "embed-gold": ("none", EMBED, False, 1),
-    "embed-given": ("given", EMBED, False, 1),
-    "embed-corpus-given": ("given", EMBED, True, 1),
-    "embed-cycles": ("none", EMBED, False, 5),
+    "gold-only": ("none", None, False, 1, "augsbert"),
+    "given": ("given", None, False, 1, "augsbert"),
+    "embed-gold": ("none", EMBED, False, 1, "augsbert"),
+    "embed-given": ("given", EMBED, False, 1, "augsbert"),
+    "embed-corpus-given": ("given", EMBED, True, 1, "augsbert"),
+    "embed-sim-gold": ("none", EMBED_SIM, False, 1, "augsbert"),
+    "embed-sim-given": ("given", EMBED_SIM, False, 1, "augsbert"),
+    "embed-cycles": ("none", EMBED, False, 5, "augsbert"),
+    "dse-gold": ("none", None, False, 1, "dse"),
+    "dse-embed-gold": ("none", EMBED, False, 1, "dse"),
+    "dse-embed-given": ("given", EMBED, False, 1, "dse"),
 }
 
 
-def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM) -> Params:
-    strategy, emb, with_corpus, cycles = ROWS[row]
+def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
+               pupil: str = "pruned") -> Params:
+    strategy, emb, with_corpus, cycles, recipe = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
+    raw["recipe"] = recipe
     for section, values in COMMON.items():
         raw[section].update(values)
     raw["teacher"]["model"] = tutor
+    if tutor_epochs:  # fine-tuned on the gold pairs; one dev evaluation an epoch (MPNet's are minutes each here)
+        raw["teacher"].update({"finetune": True, "epochs": tutor_epochs, "evals_per_epoch": 1})
+    student, embed_lr = STUDENTS[pupil]
+    raw["student"].update(student)
+    raw["dse"]["lr"] = raw["student"]["lr"]  # DSE's 1e-5 is the paper's, for a whole BERT; the student's own lr
+    emb = emb and {**emb, "lr": embed_lr}
     raw["data"]["source"] = stsb
     raw["seed"] = seed
     raw["sample"]["strategy"] = strategy
@@ -83,29 +110,33 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     return parse_params(raw)
 
 
-def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM) -> dict:
-    p = params_for(stsb, row, seed, corpus, tutor)
+def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
+            tutor_epochs: int = 0, pupil: str = "pruned") -> dict:
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil)
     data_p = p.model_copy(update={"seed": DATA_SEED})
-    strategy, emb, with_corpus, _ = ROWS[row]
+    strategy, emb, with_corpus, _, recipe = ROWS[row]
     base, clean = out / "base", out / "base/data/clean"
-    # another teacher: its own folders for what it touches (teacher, labels, embeddings, the row)
+    # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
     tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
+    tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
+    who = "" if pupil == "pruned" else f"-{pupil}"
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
     tdir = base / f"teacher{tag}"
     t["teacher"] = once(base / f"teacher{tag}.json", teacher, data_p, clean, tdir, base / f"teacher{tag}.json",
                         base / f"teacher{tag}-dev.csv")
-    g = out / f"gold-s{seed}"
+    g = out / f"gold-s{seed}{who}"
     t["gold"] = once(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "dev.csv")
     pairs = out / f"pairs-{strategy}"
     t["sample"] = once(pairs / "sample.json", sample, data_p, clean, g / "model", pairs / "data", pairs / "sample.json")
-    silver = out / f"silver-{strategy}{tag}"
+    silver = out / f"silver-{strategy}{tag}{'' if recipe == 'augsbert' else '-' + recipe}"  # dse: + gold logits
     t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", tdir, silver / "data",
                       silver / "label.json", silver / "density.csv")
-    e = out / (f"embed-{'corpus-' if with_corpus else ''}s{seed}{tag}" if emb else "embed-off")
+    loss = "" if not emb or emb.get("loss", "mse") == "mse" else f"{emb['loss']}-"
+    e = out / (f"embed-{loss}{'corpus-' if with_corpus else ''}s{seed}{tag}{who}" if emb else f"embed-off{who}")
     t["embed"] = once(e / "embed.json", embed, p, clean, tdir, e / "data", e / "model", e / "embed.json",
                       e / "dev.csv")
-    r = out / "rows" / f"{row}{tag}-s{seed}"
+    r = out / "rows" / f"{row}{'' if row == 'gold-only' else tag}{who}-s{seed}"
     if row == "gold-only":  # the gold-only student is stage gold's model
         r.mkdir(parents=True, exist_ok=True)
         if not (r / "distill.json").is_file():
@@ -117,18 +148,20 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     scores = r / "scores.json"
     if not scores.is_file():
-        student = BiEncoder.load(str(r / "bi"), p.student.max_length)
-        scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate),
-                                      "speed": encode_speed(student, p.student, scored["dev"], p.evaluate)}))
+        student = registry.get(p.recipe).student(p, r / "bi")  # DSE's scores through its head
+        encoder = BiEncoder.load(str(r / "bi"), p.student.max_length)  # the speed: the encoder's
+        speed = encode_speed(encoder, p.student, scored["dev"], p.evaluate) if p.student.layers else None
+        scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate), "speed": speed}))
     tscores = base / f"teacher{tag}-scores.json"
     if not tscores.is_file():
-        whole = BiEncoder.load(tutor, p.teacher.max_length)
+        whole = BiEncoder.load(str(tdir / "member-00") if tutor_epochs else tutor, p.teacher.max_length)
         tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
     # the stage report keeps no timing (write_report: reruns give the same bytes)
     per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined") if k in c}
                  for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
-    return {"row": row + tag, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
+    name = row + ("" if row == "gold-only" else tag) + who
+    return {"row": name, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
             **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
             "embed_only": embed_report.get("after"), "embed_sentences": embed_report.get("by_source"),
             "silver_pairs": json.loads((silver / "label.json").read_text()).get("silver_pairs"), "seconds": t}
@@ -139,8 +172,9 @@ def table(results: list[dict]) -> str:
              "|---|---|---|---|---|---|---|"]
     for r in results:
         alone = r["embed_only"]["test"]["spearman"] if r["embed_only"] else ""
+        speedup = f"{r['speed']['speedup']}x" if r["speed"] else "1x (whole)"
         lines.append(f"| {r['row']} | {r['seed']} | {r['student']['test']['spearman']} | "
-                     f"{r['student']['dev']['spearman']} | {alone} | {r['speed']['speedup']}x | {r['silver_pairs']} |")
+                     f"{r['student']['dev']['spearman']} | {alone} | {speedup} | {r['silver_pairs']} |")
     return "\n".join(lines)
 
 
@@ -153,13 +187,17 @@ def main() -> None:
     ap.add_argument("--corpus", default=None, help="a .txt of plain sentences (benchmarks/corpus.py makes one)")
     ap.add_argument("--teacher", default=MINILM,
                     help="the teacher, used as given (bundled:all-mpnet-base-v2 after make mpnet)")
+    ap.add_argument("--teacher-epochs", type=int, default=0, help="0: the teacher as given; N: fine-tuned N epochs")
+    ap.add_argument("--student", choices=list(STUDENTS), default="pruned",
+                    help="pruned: MiniLM layers [0, 2, 4] (lr 1e-4, 2 epochs); whole: all six (lr 2e-5, 4 epochs)")
     a = ap.parse_args()
     flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
     print(json.dumps(flags))
     results = []
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
-            results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher))
+            results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher,
+                                   a.teacher_epochs, a.student))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"
