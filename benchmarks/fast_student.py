@@ -115,11 +115,13 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil)
     data_p = p.model_copy(update={"seed": DATA_SEED})
     strategy, emb, with_corpus, _, recipe = ROWS[row]
+    recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
     # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
     tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
     who = "" if pupil == "pruned" else f"-{pupil}"
+    name = row + ("" if row == "gold-only" else tag) + who  # gold-only: the same student whatever the teacher
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
     tdir = base / f"teacher{tag}"
@@ -136,7 +138,7 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     e = out / (f"embed-{loss}{'corpus-' if with_corpus else ''}s{seed}{tag}{who}" if emb else f"embed-off{who}")
     t["embed"] = once(e / "embed.json", embed, p, clean, tdir, e / "data", e / "model", e / "embed.json",
                       e / "dev.csv")
-    r = out / "rows" / f"{row}{'' if row == 'gold-only' else tag}{who}-s{seed}"
+    r = out / "rows" / f"{name}-s{seed}"
     if row == "gold-only":  # the gold-only student is stage gold's model
         r.mkdir(parents=True, exist_ok=True)
         if not (r / "distill.json").is_file():
@@ -148,19 +150,18 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     scores = r / "scores.json"
     if not scores.is_file():
-        student = registry.get(p.recipe).student(p, r / "bi")  # DSE's scores through its head
-        encoder = BiEncoder.load(str(r / "bi"), p.student.max_length)  # the speed: the encoder's
-        speed = encode_speed(encoder, p.student, scored["dev"], p.evaluate) if p.student.layers else None
+        student = recipe_.student(p, r / "bi")  # DSE's scores through its head
+        speed = (encode_speed(BiEncoder.load(str(r / "bi"), p.student.max_length), p.student, scored["dev"],
+                              p.evaluate) if p.student.layers else None)  # the encoder's, against the whole model
         scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate), "speed": speed}))
     tscores = base / f"teacher{tag}-scores.json"
     if not tscores.is_file():
-        whole = BiEncoder.load(str(tdir / "member-00") if tutor_epochs else tutor, p.teacher.max_length)
-        tscores.write_text(json.dumps(split_scores(whole, scored, p.evaluate)))
+        tutor_model = BiEncoder.load(str(tdir / "member-00"), p.teacher.max_length)  # its cosine, uncalibrated
+        tscores.write_text(json.dumps(split_scores(tutor_model, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
     # the stage report keeps no timing (write_report: reruns give the same bytes)
     per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined") if k in c}
                  for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
-    name = row + ("" if row == "gold-only" else tag) + who
     return {"row": name, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
             **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
             "embed_only": embed_report.get("after"), "embed_sentences": embed_report.get("by_source"),
