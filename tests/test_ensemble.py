@@ -112,7 +112,21 @@ def _clean_dir(tmp_path, paraphrases: pd.DataFrame) -> object:
                           "score": [0.1, 0.9]})
     schemas.write(tmp_path / "train.parquet", train, schemas.PAIRS)
     schemas.write(tmp_path / schemas.PARAPHRASES_FILE, paraphrases, schemas.PARAPHRASES)
+    for split in ("dev", "test"):
+        schemas.write(tmp_path / f"{split}.parquet", pd.DataFrame(columns=["sentence1", "sentence2", "score"]),
+                      schemas.PAIRS)
     return tmp_path
+
+
+def test_corpus_without_paraphrases_is_train_then_given_sentences_less_dev_and_test(tmp_path):
+    clean = _clean_dir(tmp_path, pd.DataFrame(columns=schemas.PARAPHRASES.names))
+    assert ensemble.corpus(clean) == ["a b c d", "e f g h", "i j k l"]  # no given pairs yet
+    given = pd.DataFrame({"sentence1": ["m n o p", "a b c d"], "sentence2": ["q r s t", "u v w x"]})
+    schemas.write(clean / schemas.UNSCORED_FILE, given, schemas.UNSCORED)
+    schemas.write(clean / "test.parquet", pd.DataFrame({"sentence1": ["q r s t"], "sentence2": ["e f g h"],
+                                                        "score": [0.5]}), schemas.PAIRS)
+    # a test sentence is never learned, wherever it also appears; order: train's, then the given pairs'
+    assert ensemble.corpus(clean) == ["a b c d", "i j k l", "m n o p", "u v w x"]
 
 
 def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):

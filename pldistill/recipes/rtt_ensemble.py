@@ -49,12 +49,17 @@ class Positives:
 
 def corpus(clean: Path) -> list[str]:
     """The unlabelled sentences the student learns: the cleaned RTT corpus when stage augment made one,
-    else every distinct sentence of the cleaned training pairs (their scores are never read)."""
+    else every distinct sentence of the cleaned training pairs and of the given pairs (data.unscored), in that
+    order (no score is read); a sentence of a dev or test pair is left out, as stage embed leaves it out."""
     para = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
     if len(para):
         return list(dict.fromkeys(para["sentence"]))
-    train = schemas.read(clean / "train.parquet", schemas.PAIRS)
-    return list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))
+    held = {t for split in ("dev", "test") for df in [schemas.read(clean / f"{split}.parquet", schemas.PAIRS)]
+            for t in (*df["sentence1"], *df["sentence2"])}
+    pairs = [schemas.read(clean / "train.parquet", schemas.PAIRS)]
+    if (clean / schemas.UNSCORED_FILE).is_file():  # cleaned before given pairs existed: none
+        pairs.append(schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED))
+    return list(dict.fromkeys(t for df in pairs for t in (*df["sentence1"], *df["sentence2"]) if t not in held))
 
 
 def positive_sets(params: Params, clean: Path) -> list[Positives]:
