@@ -83,6 +83,18 @@ ROWS = {
     "dse-gold": ("none", None, False, 1, "dse"),
     "dse-embed-gold": ("none", EMBED, False, 1, "dse"),
     "dse-embed-given": ("given", EMBED, False, 1, "dse"),
+    "trans-encoder": ("given", None, False, 1, "trans-encoder"),
+    "rtt-ensemble": ("none", None, False, 1, "rtt-ensemble"),
+}
+# The unsupervised recipes on the student's own sentences (the gold pairs' and the given pairs', no score read):
+# trans-encoder: the student (bi) and a cross-encoder started from the teacher label the pairs for each other, one
+# cycle; the student's lr is its own (the paper's 5e-5 is a whole model's), 3 epochs (the paper's 10 do not fit
+# this CPU). rtt-ensemble: the sub-models are dropout views (no MT model offline) of the student's own start (the
+# cut MiniLM: a whole MiniLM's SimCSE lowers it, docs/results.md), at the student's lr; the student learns the
+# ensemble's embeddings as the embedding step learns the teacher's (3 epochs, the embedding step's lr).
+UNSUPERVISED = {
+    "trans-encoder": {"trans": {"splits": ["train"], "sampled": True, "bi": {"epochs": 3}}},
+    "rtt-ensemble": {"ensemble": {"distill": {"epochs": EMBED["epochs"]}}},
 }
 
 
@@ -100,6 +112,11 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     student, embed_lr = STUDENTS[pupil]
     raw["student"].update(student)
     raw["dse"]["lr"] = raw["student"]["lr"]  # DSE's 1e-5 is the paper's, for a whole BERT; the student's own lr
+    raw["trans"]["bi"]["lr"] = raw["ensemble"]["sub"]["lr"] = raw["student"]["lr"]
+    raw["ensemble"]["distill"]["lr"] = embed_lr
+    for section, values in UNSUPERVISED.get(recipe, {}).items():
+        for key, value in values.items():
+            raw[section][key] = {**raw[section][key], **value} if isinstance(value, dict) else value
     emb = emb and {**emb, "lr": embed_lr}
     raw["data"]["source"] = stsb
     raw["seed"] = seed
@@ -110,16 +127,29 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     return parse_params(raw)
 
 
+def saved_start(folder: Path, sp) -> Path:
+    """The student's starting model (student.model less the layers it drops) saved once in ``folder``."""
+    if not (folder / "config.json").is_file():
+        BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers).save(folder)
+    return folder
+
+
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
             tutor_epochs: int = 0, pupil: str = "pruned") -> dict:
-    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil)
-    data_p = p.model_copy(update={"seed": DATA_SEED})
     strategy, emb, with_corpus, _, recipe = ROWS[row]
     recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
     # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
     tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
+    start = tutor
+    if recipe == "rtt-ensemble":  # the sub-models start where the student starts
+        pupil_p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil).student
+        start = str(saved_start(base / f"start{'-whole' if pupil_p.layers is None else ''}", pupil_p))
+    p = params_for(stsb, row, seed, corpus, start, tutor_epochs, pupil)
+    data_p = p.model_copy(update={"seed": DATA_SEED})
+    if recipe in UNSUPERVISED:  # stage teacher trains the recipe's own models, or none
+        tag += f"-{recipe}"
     who = "" if pupil == "pruned" else f"-{pupil}"
     name = row + ("" if row == "gold-only" else tag) + who  # gold-only: the same student whatever the teacher
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
@@ -154,13 +184,17 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         speed = (encode_speed(BiEncoder.load(str(r / "bi"), p.student.max_length), p.student, scored["dev"],
                               p.evaluate) if p.student.layers else None)  # the encoder's, against the whole model
         scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate), "speed": speed}))
-    tscores = base / f"teacher{tag}-scores.json"
+    # the teacher: the stage's first member, its cosine uncalibrated; rtt-ensemble's ensemble; trans-encoder's
+    # selected cross-encoder, one per row
+    tscores = r / "teacher-scores.json" if recipe == "trans-encoder" else base / f"teacher{tag}-scores.json"
     if not tscores.is_file():
-        tutor_model = BiEncoder.load(str(tdir / "member-00"), p.teacher.max_length)  # its cosine, uncalibrated
+        tutor_model = (recipe_.teacher_model(p, r / "cross", tdir) if recipe in UNSUPERVISED
+                       else BiEncoder.load(str(tdir / "member-00"), p.teacher.max_length))
         tscores.write_text(json.dumps(split_scores(tutor_model, scored, p.evaluate)))
     embed_report = json.loads((e / "embed.json").read_text())
     # the stage report keeps no timing (write_report: reruns give the same bytes)
-    per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined") if k in c}
+    per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined", "bi",
+                                    "cross") if k in c}
                  for c in json.loads((r / "distill.json").read_text()).get("per_cycle", [])]
     return {"row": name, "seed": seed, **({"per_cycle": per_cycle} if per_cycle else {}),
             **json.loads(scores.read_text()), "teacher": json.loads(tscores.read_text()),
