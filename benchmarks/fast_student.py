@@ -148,15 +148,14 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         start = str(saved_start(base / f"start{'-whole' if pupil_p.layers is None else ''}", pupil_p))
     p = params_for(stsb, row, seed, corpus, start, tutor_epochs, pupil)
     data_p = p.model_copy(update={"seed": DATA_SEED})
-    if recipe in UNSUPERVISED:  # stage teacher trains the recipe's own models, or none
-        tag += f"-{recipe}"
+    ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
     who = "" if pupil == "pruned" else f"-{pupil}"
     name = row + ("" if row == "gold-only" else tag) + who  # gold-only: the same student whatever the teacher
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
-    tdir = base / f"teacher{tag}"
-    t["teacher"] = once(base / f"teacher{tag}.json", teacher, data_p, clean, tdir, base / f"teacher{tag}.json",
-                        base / f"teacher{tag}-dev.csv")
+    tdir = base / f"teacher{ttag}"
+    t["teacher"] = once(base / f"teacher{ttag}.json", teacher, data_p, clean, tdir, base / f"teacher{ttag}.json",
+                        base / f"teacher{ttag}-dev.csv")
     g = out / f"gold-s{seed}{who}"
     t["gold"] = once(g / "gold.json", gold, p, clean, g / "model", g / "gold.json", g / "dev.csv")
     pairs = out / f"pairs-{strategy}"
@@ -186,7 +185,7 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate), "speed": speed}))
     # the teacher: the stage's first member, its cosine uncalibrated; rtt-ensemble's ensemble; trans-encoder's
     # selected cross-encoder, one per row
-    tscores = r / "teacher-scores.json" if recipe == "trans-encoder" else base / f"teacher{tag}-scores.json"
+    tscores = r / "teacher-scores.json" if recipe == "trans-encoder" else base / f"teacher{ttag}-scores.json"
     if not tscores.is_file():
         tutor_model = (recipe_.teacher_model(p, r / "cross", tdir) if recipe in UNSUPERVISED
                        else BiEncoder.load(str(tdir / "member-00"), p.teacher.max_length))
@@ -242,6 +241,11 @@ def main() -> None:
     print(table(results))
     for r in results:
         for c in r.get("per_cycle", []):
+            if "bi" in c:  # trans-encoder: its selected student and cross-encoder of the cycle
+                steps = [f"{m['step']} test {m['test']['spearman']}, dev {m['dev']['spearman']}"
+                         for m in c["bi"] + c["cross"]]
+                print(f"{r['row']} seed {r['seed']} cycle {c['cycle']}: " + "; ".join(steps))
+                continue
             print(f"{r['row']} seed {r['seed']} cycle {c['cycle']}: test {c['test']['spearman']}, "
                   f"dev {c['dev']['spearman']}, {c['silver_pairs']} silver pairs, best step {c['best_step']}")
 
