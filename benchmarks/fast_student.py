@@ -7,7 +7,8 @@ in what the student learns: gold only; + the teacher's embeddings (stage embed);
 the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus, see benchmarks/corpus.py);
 embed-cycles: cycles 5, each later cycle learning pairs the student mined (params.yaml's rounds section;
 OUT/rows/embed-cycles-s*/distill.json has every cycle); embed-sim-*: the embedding step matches the in-batch
-cosine matrices (no projection; for a teacher of another width); dse-*: recipe dse.
+cosine matrices (no projection; for a teacher of another width); dse-*: recipe dse; trans-encoder and
+rtt-ensemble: the unsupervised recipes on the same sentences (UNSUPERVISED below).
 --teacher bundled:all-mpnet-base-v2 (after `make mpnet`) runs the rows with the MPNet teacher, in folders of
 their own; --teacher-epochs N fine-tunes the teacher on the gold pairs first (N epochs, one dev evaluation each,
 best dev kept). --student whole trains the whole MiniLM instead (lr 2e-5, 4 epochs: its gold-only student
