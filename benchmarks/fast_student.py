@@ -85,6 +85,7 @@ ROWS = {
     "dse-embed-gold": ("none", EMBED, False, 1, "dse"),
     "dse-embed-given": ("given", EMBED, False, 1, "dse"),
     "trans-encoder": ("given", None, False, 1, "trans-encoder"),
+    "trans-encoder-2": ("given", None, False, 2, "trans-encoder"),  # resumes the first cycle from the store
     "rtt-ensemble": ("none", None, False, 1, "rtt-ensemble"),
 }
 # The unsupervised recipes on the student's own sentences (the gold pairs' and the given pairs', no score read):
