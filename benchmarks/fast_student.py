@@ -39,7 +39,7 @@ from teachers_stsb import timed as once  # benchmarks/: the script's own folder 
 from train_throughput import cpu_flags
 
 from pldistill import schemas
-from pldistill.config import Params, parse_params
+from pldistill.config import Params, TrainParams, parse_params
 from pldistill.models import BiEncoder, native_bf16
 from pldistill.recipes import registry
 from pldistill.recipes.base import encode_speed
@@ -90,7 +90,7 @@ ROWS = {
 }
 # The unsupervised recipes on the student's own sentences (the gold pairs' and the given pairs', no score read):
 # trans-encoder: the student (bi) and a cross-encoder started from the teacher label the pairs for each other, one
-# cycle; the student's lr is its own (the paper's 5e-5 is a whole model's), 3 epochs (the paper's 10 do not fit
+# cycle (trans-encoder-2: two); the student's lr is its own (the paper's 5e-5 is a whole model's), 3 epochs (the paper's 10 do not fit
 # this CPU). rtt-ensemble: the sub-models are dropout views (no MT model offline) of the student's own start (the
 # cut MiniLM: a whole MiniLM's SimCSE lowers it, docs/results.md), at the student's lr; the student learns the
 # ensemble's embeddings as the embedding step learns the teacher's (3 epochs, the embedding step's lr).
@@ -129,7 +129,7 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     return parse_params(raw)
 
 
-def saved_start(folder: Path, sp) -> Path:
+def saved_start(folder: Path, sp: TrainParams) -> Path:
     """The student's starting model (student.model less the layers it drops) saved once in ``folder``."""
     if not (folder / "config.json").is_file():
         BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers).save(folder)
