@@ -91,9 +91,9 @@ ROWS = {
 # The unsupervised recipes on the student's own sentences (the gold pairs' and the given pairs', no score read):
 # trans-encoder: the student (bi) and a cross-encoder started from the teacher label the pairs for each other, one
 # cycle (trans-encoder-2: two); the student's lr is its own (the paper's 5e-5 is a whole model's), 3 epochs (the
-# paper's 10 do not fit this CPU). rtt-ensemble: the sub-models are dropout views (no MT model offline) of the student's own start (the
-# cut MiniLM: a whole MiniLM's SimCSE lowers it, docs/results.md), at the student's lr; the student learns the
-# ensemble's embeddings as the embedding step learns the teacher's (3 epochs, the embedding step's lr).
+# paper's 10 do not fit this CPU). rtt-ensemble: the sub-models are dropout views (no MT model offline) of the
+# student's own start (the cut MiniLM: a whole MiniLM's SimCSE lowers it, docs/results.md), at the student's lr;
+# the student learns the ensemble's embeddings as the embedding step learns the teacher's (3 epochs, its lr).
 UNSUPERVISED = {
     "trans-encoder": {"trans": {"splits": ["train"], "sampled": True, "bi": {"epochs": 3}}},
     "rtt-ensemble": {"ensemble": {"distill": {"epochs": EMBED["epochs"]}}},
