@@ -144,11 +144,10 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
     tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
-    start = tutor
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil)
     if recipe == "rtt-ensemble":  # the sub-models start where the student starts
-        pupil_p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil).student
-        start = str(saved_start(base / f"start{'-whole' if pupil_p.layers is None else ''}", pupil_p))
-    p = params_for(stsb, row, seed, corpus, start, tutor_epochs, pupil)
+        start = saved_start(base / f"start{'-whole' if p.student.layers is None else ''}", p.student)
+        p = p.model_copy(update={"teacher": p.teacher.model_copy(update={"model": str(start)})})
     data_p = p.model_copy(update={"seed": DATA_SEED})
     ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
     who = "" if pupil == "pruned" else f"-{pupil}"

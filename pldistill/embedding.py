@@ -59,17 +59,12 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
     """The sentences the student learns, in a fixed order, and how many each source gave.
 
     A sentence seen in dev or test is held out (counted), so no evaluation sentence is learned."""
-    held = set()
-    for split in ("dev", "test"):
-        df = schemas.read(clean / f"{split}.parquet", schemas.PAIRS)
-        held.update(df["sentence1"]), held.update(df["sentence2"])
+    held = schemas.eval_sentences(clean)
     parts: dict[str, list[str]] = {}
     if "train" in params.sources:
-        df = schemas.read(clean / "train.parquet", schemas.PAIRS)
-        parts["train"] = [*df["sentence1"], *df["sentence2"]]
+        parts["train"] = schemas.sentences(clean / "train.parquet")
     if "given" in params.sources:
-        df = schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
-        parts["given"] = [*df["sentence1"], *df["sentence2"]]
+        parts["given"] = schemas.sentences(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
     if "paraphrases" in params.sources:
         df = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
         parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]

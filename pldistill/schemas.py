@@ -152,6 +152,17 @@ def read(path: Path | str, schema: pa.Schema) -> pd.DataFrame:
     return _checked(table, schema, path).to_pandas()
 
 
+def sentences(path: Path | str, schema: pa.Schema = PAIRS) -> list[str]:
+    """Every sentence1, then every sentence2, of a pair table (repeats kept)."""
+    df = read(path, schema)
+    return [*df["sentence1"], *df["sentence2"]]
+
+
+def eval_sentences(clean: Path | str) -> set[str]:
+    """The sentences of the cleaned dev and test pairs: no stage may learn one of them."""
+    return {t for split in ("dev", "test") for t in sentences(Path(clean) / f"{split}.parquet")}
+
+
 def rows(path: Path | str) -> int:
     """How many rows a Parquet artifact holds (its footer alone is read)."""
     path = Path(path)

@@ -54,12 +54,11 @@ def corpus(clean: Path) -> list[str]:
     para = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
     if len(para):
         return list(dict.fromkeys(para["sentence"]))
-    held = {t for split in ("dev", "test") for df in [schemas.read(clean / f"{split}.parquet", schemas.PAIRS)]
-            for t in (*df["sentence1"], *df["sentence2"])}
-    pairs = [schemas.read(clean / "train.parquet", schemas.PAIRS)]
+    held = schemas.eval_sentences(clean)
+    texts = schemas.sentences(clean / "train.parquet")
     if (clean / schemas.UNSCORED_FILE).is_file():  # cleaned before given pairs existed: none
-        pairs.append(schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED))
-    return list(dict.fromkeys(t for df in pairs for t in (*df["sentence1"], *df["sentence2"]) if t not in held))
+        texts += schemas.sentences(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
+    return list(dict.fromkeys(t for t in texts if t not in held))
 
 
 def positive_sets(params: Params, clean: Path) -> list[Positives]:
