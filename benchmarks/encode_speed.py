@@ -4,8 +4,12 @@ The two models encode the same sentences (the unique sentences of a cleaned spli
 so a load change on the machine hits both; the median of the per-round ratios is the speed-up. Prints the CPU
 flags (bf16 units or not), the thread count, every round, and the median and best of each.
 
+``--floor`` also times the model with none of its transformer layers: what every encode pays whatever the depth
+(tokeniser, embedding layer, pooling, normalising). From it, the per-layer cost and the speed-up that keeping
+``--layers`` can reach at most (Amdahl: whole time / (floor + kept layers x per-layer time)).
+
     python benchmarks/encode_speed.py --pairs data/clean/test.parquet
-    python benchmarks/encode_speed.py --pairs /tmp/fast/base/data/clean/test.parquet --layers 0,2,4 --rounds 7
+    python benchmarks/encode_speed.py --pairs /tmp/fast/base/data/clean/test.parquet --layers 0,2,4 --rounds 9 --floor
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--floor", action="store_true", help="also time the model with no transformer layer")
     a = ap.parse_args()
     pairs = schemas.read(a.pairs, schemas.PAIRS)
     sentences = list(dict.fromkeys([*pairs["sentence1"], *pairs["sentence2"]]))
     layers = tuple(int(x) for x in a.layers.split(","))
     models = {"whole": BiEncoder.load(a.model, a.max_length),
               "pruned": BiEncoder.load(a.model, a.max_length, layers=layers)}
+    if a.floor:
+        models["floor"] = BiEncoder.load(a.model, a.max_length, layers=())
     print(json.dumps({"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads(),
                       "sentences": len(sentences), "layers": list(layers), "batch_size": a.batch_size}))
     for m in models.values():  # warm-up: allocator, kernels
@@ -57,6 +64,19 @@ def main() -> None:
                       "speedup_paired_median": round(statistics.median(
                           p / w for p, w in zip(rates["pruned"], rates["whole"])), 2),
                       "speedup_best": round(max(rates["pruned"]) / max(rates["whole"]), 2)}))
+    if a.floor:
+        total = models["whole"].model[0].auto_model.config.num_hidden_layers
+        print(json.dumps(amdahl(len(sentences), med, len(layers), total)))
+
+
+def amdahl(n: int, rate: dict[str, float], kept: int, total: int) -> dict[str, float]:
+    """Seconds per encode of the no-layer model (the floor) and per layer, and the speed-up ``kept`` of ``total``
+    layers can reach at most, from the median rates (sentences/s) of "whole" and "floor"."""
+    whole, floor = n / rate["whole"], n / rate["floor"]
+    per_layer = (whole - floor) / total
+    return {"floor_s": round(floor, 3), "per_layer_s": round(per_layer, 3), "whole_s": round(whole, 3),
+            "floor_share_of_whole": round(floor / whole, 3),
+            "speedup_bound": round(whole / (floor + kept * per_layer), 2)}
 
 
 if __name__ == "__main__":
