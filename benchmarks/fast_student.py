@@ -21,6 +21,7 @@ Prints a Markdown table and writes OUT/results.json.
     python benchmarks/fast_student.py --stsb ../shared/data/Stsbenchmark.tar.gz --out /tmp/fast-student
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-given --seeds 42,43,44
     python benchmarks/fast_student.py --stsb ... --rows embed-cycles
+    python benchmarks/fast_student.py --stsb ... --rows embed-corpus-given --corpus /tmp/corpus.txt --max-corpus 20000
     python benchmarks/fast_student.py --stsb ... --rows embed-gold --teacher bundled:all-mpnet-base-v2
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-sim-gold --student whole \
         --teacher bundled:all-mpnet-base-v2 --teacher-epochs 4
@@ -101,7 +102,7 @@ UNSUPERVISED = {
 
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
-               pupil: str = "pruned") -> Params:
+               pupil: str = "pruned", max_corpus: int | None = None) -> Params:
     strategy, emb, with_corpus, cycles, recipe = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
@@ -123,7 +124,8 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     raw["data"]["source"] = stsb
     raw["seed"] = seed
     raw["sample"]["strategy"] = strategy
-    raw["embed"].update({**(emb or {"epochs": 0}), "corpus": corpus if with_corpus else None})
+    raw["embed"].update({**(emb or {"epochs": 0}), "corpus": corpus if with_corpus else None,
+                         "max_corpus": max_corpus if with_corpus else None})
     if with_corpus and not corpus:
         raise SystemExit(f"row {row} needs --corpus (python benchmarks/corpus.py --out ...)")
     return parse_params(raw)
@@ -137,21 +139,22 @@ def saved_start(folder: Path, sp: TrainParams) -> Path:
 
 
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
-            tutor_epochs: int = 0, pupil: str = "pruned") -> dict:
+            tutor_epochs: int = 0, pupil: str = "pruned", max_corpus: int | None = None) -> dict:
     strategy, emb, with_corpus, _, recipe = ROWS[row]
     recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
     # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
     tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
-    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil)
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus)
     if recipe == "rtt-ensemble":  # the sub-models start where the student starts
         start = saved_start(base / f"start{'-whole' if p.student.layers is None else ''}", p.student)
         p = p.model_copy(update={"teacher": p.teacher.model_copy(update={"model": str(start)})})
     data_p = p.model_copy(update={"seed": DATA_SEED})
     ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
     who = "" if pupil == "pruned" else f"-{pupil}"
-    name = row + ("" if row == "gold-only" else tag) + who  # gold-only: the same student whatever the teacher
+    drawn = f"{max_corpus}" if with_corpus and max_corpus else ""  # embed.max_corpus: its own folders and row
+    name = row + drawn + ("" if row == "gold-only" else tag) + who  # gold-only: the same whatever the teacher
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
     tdir = base / f"teacher{ttag}"
@@ -165,7 +168,8 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", tdir, silver / "data",
                       silver / "label.json", silver / "density.csv")
     loss = "" if not emb or emb.get("loss", "mse") == "mse" else f"{emb['loss']}-"
-    e = out / (f"embed-{loss}{'corpus-' if with_corpus else ''}s{seed}{tag}{who}" if emb else f"embed-off{who}")
+    e = out / (f"embed-{loss}{f'corpus{drawn}-' if with_corpus else ''}s{seed}{tag}{who}" if emb
+               else f"embed-off{who}")
     t["embed"] = once(e / "embed.json", embed, p, clean, tdir, e / "data", e / "model", e / "embed.json",
                       e / "dev.csv")
     r = out / "rows" / f"{name}-s{seed}"
@@ -220,6 +224,8 @@ def main() -> None:
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--seeds", default="42")
     ap.add_argument("--corpus", default=None, help="a .txt of plain sentences (benchmarks/corpus.py makes one)")
+    ap.add_argument("--max-corpus", type=int, default=None,
+                    help="embed.max_corpus: at most this many of the corpus' sentences, drawn with the seed")
     ap.add_argument("--teacher", default=MINILM,
                     help="the teacher, used as given (bundled:all-mpnet-base-v2 after make mpnet)")
     ap.add_argument("--teacher-epochs", type=int, default=0, help="0: the teacher as given; N: fine-tuned N epochs")
@@ -232,7 +238,7 @@ def main() -> None:
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
             results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher,
-                                   a.teacher_epochs, a.student))
+                                   a.teacher_epochs, a.student, a.max_corpus))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"
