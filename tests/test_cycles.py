@@ -204,6 +204,31 @@ def test_mutual_labels_are_the_mean_of_both_models(tiny_model_dir, clean, tmp_pa
     np.testing.assert_allclose(bi_labels["score"], to_target(cos, "clip").mean(0), rtol=1e-5, atol=1e-6)
 
 
+def test_pruned_student_with_its_whole_model_as_mutual_member(tiny_model_dir, clean, tmp_path):
+    """student.layers cuts the first member only (a mutual member named as student.model stays whole: it is the
+    whole model teaching its cut), and models/bi is the cut student's best, however well the whole one scores."""
+    model = str(tiny_model_dir)  # 2 layers
+    raw = raw_params(model, cycles=2, mutual=[{"bi": model}])
+    raw["student"]["layers"] = [0]
+    r = run(parse_params(raw), clean, tmp_path, tmp_path / "store")
+
+    def depth(path) -> int:
+        return json.loads((path / "config.json").read_text())["num_hidden_layers"]
+
+    store = tmp_path / "store"
+    for c in (1, 2):
+        assert depth(store / _key(r, tmp_path, f"c0{c}-bi-0") / "model") == 1
+        assert depth(store / _key(r, tmp_path, f"c0{c}-bi-1") / "model") == 2
+    assert depth(tmp_path / "models/bi") == 1
+    own = [m for c in r["per_cycle"] for m in c["bi"] if m["step"].endswith("-0")]
+    assert r["selected"]["bi"]["step"] == max(own, key=lambda m: m["dev"]["spearman"])["step"]
+    assert r["start"][0] != r["start"][1]  # cut and whole start apart
+    plot = pd.read_csv(tmp_path / "metrics/plots/cycles.csv")  # the cut student's scores, cycle 0 its start
+    assert plot["bi_dev"].tolist() == [r["start"][0]["dev"]["spearman"],
+                                       *(max(m["dev"]["spearman"] for m in c["bi"] if m["step"].endswith("-0"))
+                                         for c in r["per_cycle"])]
+
+
 def test_sequential_starts_each_model_from_the_one_that_just_labelled(tiny_model_dir, clean, tmp_path):
     import shutil
     bi_start, cross_base = tmp_path / "bi-start", tmp_path / "cross-base"  # two names, so roles can't swap unseen

@@ -62,6 +62,7 @@ class Step:
     name: str  # c02-cross-1, c02-label-bi, c00-start
     cycle: int
     role: str  # start | label-bi | label-cross | cross | bi
+    member: int | None  # which model pair trained it (0: student.model / teacher.model); None: start, labels
     key: str
     path: Path
     meta: dict
@@ -136,7 +137,7 @@ class TransEncoder:
     def _step(self, cycle: int, role: str, member: int | None, compute: Callable[[Path, dict], None]) -> Step:
         """Reuse the stored step, or compute it into the store (``Steps.run``)."""
         e = self.chain.run(f"c{cycle:02d}-{role}" + ("" if member is None else f"-{member}"), compute)
-        step = Step(e.name, cycle, role, e.key, e.path, e.meta, e.computed, e.seconds)
+        step = Step(e.name, cycle, role, member, e.key, e.path, e.meta, e.computed, e.seconds)
         self.steps.append(step)
         return step
 
@@ -157,13 +158,14 @@ class TransEncoder:
 
     # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:
-        meta["members"] = [self._scores(self._load_bi(m.bi)) for m in self.members]
+        meta["members"] = [self._scores(self._load_bi(m.bi, i)) for i, m in enumerate(self.members)]
 
-    def _load_bi(self, spec: str) -> BiEncoder:
+    def _load_bi(self, spec: str, member: int | None = None) -> BiEncoder:
         sp = self.p.student  # remote code only ever for the user's own specs, never a stored directory
-        # student.layers prunes the starting student only; stored models and mutual members load whole
+        # student.layers prunes the first member's starting student only; stored models (already cut) and
+        # the mutual members load whole, even one named as student.model (the whole model teaching its cut)
         return BiEncoder.load(spec, sp.max_length, sp.trust_remote_code and not Path(spec).is_dir(),
-                              sp.layers if spec == sp.model else None)
+                              sp.layers if member == 0 and spec == sp.model else None)
 
     def _load_cross(self, spec: str) -> CrossModel:
         tp = self.p.teacher
@@ -184,9 +186,9 @@ class TransEncoder:
         else:
             specs = [(m.bi, f"bi:{m.bi}") for m in self.members]
         lp, targets = self.p.label, []
-        for spec, _ in specs:
-            cos = self._load_bi(spec).score(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16,
-                                            progress=True)
+        for i, (spec, _) in enumerate(specs):
+            model = self._load_bi(spec, None if prev else i)  # cycle 1: the members' own starts
+            cos = model.score(self.pairs["sentence1"], self.pairs["sentence2"], lp.batch_size, lp.bf16, progress=True)
             targets.append(to_target(cos.astype(np.float64), self.t.target))
         self._write_labels(tmp, meta, cycle, np.mean(targets, axis=0), None, [name for _, name in specs])
 
@@ -206,9 +208,9 @@ class TransEncoder:
         res = self._fit(model, model.soft_bce_loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
         self._keep(tmp, meta, model, start, res)
 
-    def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str) -> None:
+    def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str, member: int) -> None:
         s1, s2, y = self._read(labels)
-        model = self._load_bi(start)
+        model = self._load_bi(start, member)
         self._keep(tmp, meta, model, start, self._fit(model, model.cosine_mse_loss, s1, s2, y, self.t.bi, desc))
 
     @staticmethod
@@ -235,7 +237,7 @@ class TransEncoder:
             lc = self._step(c, "label-cross", None, functools.partial(self._label_cross, cycle=c, crosses=crosses))
             bis = [self._step(c, "bi", i, functools.partial(
                 self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc,
-                desc=f"cycle {c} bi-encoder {i}"))
+                desc=f"cycle {c} bi-encoder {i}", member=i))
                 for i, m in enumerate(self.members)]
         return self.steps
 
@@ -255,16 +257,25 @@ def _summary(s: Step) -> dict:
             "best_step": s.meta["fit"]["best_step"], "train_seconds": s.meta["fit"]["train_seconds"]}
 
 
-def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_plot: Path, curve: Path) -> list[dict]:
-    """Score per cycle (best member of each role; cycle 0: the starting bi-encoder) and the first
-    member's bi-encoder dev curve with the cycles laid end to end. Returns the per-cycle summary."""
-    start = max(steps[0].meta["members"], key=lambda m: m["dev"]["spearman"])
+def _students(steps: list[Step], own: bool) -> list[Step]:
+    """The bi-encoders ``models/bi`` is picked from: every member's (the paper), or with ``own`` only the first
+    member's -- a pruned student (student.layers) is the fast model asked for; whole mutual members teach it."""
+    return [s for s in steps if s.role == "bi" and (not own or s.member == 0)]
+
+
+def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_plot: Path, curve: Path,
+                       own: bool) -> list[dict]:
+    """Score per cycle (the best bi-encoder ``_students`` allows and the best cross-encoder; cycle 0: the
+    starting bi-encoder) and the first member's bi-encoder dev curve with the cycles laid end to end. Returns
+    the per-cycle summary (every member)."""
+    starts = steps[0].meta["members"]
+    start = starts[0] if own else max(starts, key=lambda m: m["dev"]["spearman"])
     rows, per_cycle, curve_rows, offset = [cycle_row(0, start, None)], [], [], 0
     for c in range(1, cycles + 1):
         bis = [s for s in steps if s.cycle == c and s.role == "bi"]
         crosses = [s for s in steps if s.cycle == c and s.role == "cross"]
         per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
-        rows.append(cycle_row(c, _best(bis).meta, _best(crosses).meta))
+        rows.append(cycle_row(c, _best(_students(bis, own)).meta, _best(crosses).meta))
         curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / bi_epochs, 3), r["dev"]]
                        for r in bis[0].meta["curve"]]
         offset += bis[0].meta["fit"]["steps"]
@@ -291,7 +302,8 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
         for s in steps:
             if s.role.startswith("label-"):
                 shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(s.cycle, s.role.removeprefix("label-")))
-    best_bi = _best([s for s in steps if s.role == "bi"])
+    own = params.student.layers is not None
+    best_bi = _best(_students(steps, own))
     best_cross = _best([s for s in steps if s.role == "cross"])
     for role, best, base, out in (("bi-encoder", best_bi, params.student.model, dirs.bi),
                                   ("cross-encoder", best_cross, params.teacher.model, dirs.cross)):
@@ -301,7 +313,7 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
         how = "Unsupervised: the bi- and cross-encoder labelled the pairs for each other."
         copy_dir(best.model, out, cards.card(f"Trans-Encoder {role}", role[:2] if role == "bi-encoder" else "cross",
                                              base, facts, how))
-    per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, dirs.cycles_plot, dirs.curve)
+    per_cycle = _write_cycle_plots(steps, params.cycles, tp.bi.epochs, dirs.cycles_plot, dirs.curve, own)
     return {
         "recipe": "trans-encoder", "cycles": params.cycles, "init": tp.init, "members": len(engine.members),
         "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
