@@ -548,6 +548,7 @@ class EmbedParams(StepParams):
     """Embedding distillation (stage embed): the student learns the teacher's sentence embeddings before its pairs."""
 
     epochs: int = Field(0, ge=0)  # 0: off
+    teacher: str | None = None  # whose embeddings: None, the stage teacher's bi-encoders | a bi-encoder spec
     corpus: str | None = None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
     max_corpus: int | None = Field(None, ge=1)  # at most this many corpus sentences (drawn with the seed)
     sources: tuple[str, ...] = EMBED_SOURCES  # the task's sentences it learns: train pairs, given pairs, paraphrases

@@ -1,8 +1,8 @@
-"""embed: embedding distillation (pldistill.embedding). The teacher embeds the sentences once
-(data/embed/teacher.parquet, a versioned artifact), and the student (student.model, student.layers) learns
-those embeddings for embed.epochs; stage distill then starts from models/embed. With embed.epochs 0, or a
-recipe that distils in its own way (trans-encoder, rtt-ensemble), it writes notes and the student starts
-from student.model."""
+"""embed: embedding distillation (pldistill.embedding). The teacher (or the bi-encoder embed.teacher names)
+embeds the sentences once (data/embed/teacher.parquet, a versioned artifact), and the student (student.model,
+student.layers) learns those embeddings for embed.epochs; stage distill then starts from models/embed. With
+embed.epochs 0, or a recipe that distils in its own way (trans-encoder, rtt-ensemble), it writes notes and the
+student starts from student.model."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pldistill.datasets import gold_dir
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
+from pldistill.recipes.base import weights_digest
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
@@ -30,11 +31,24 @@ def skipped(params: Params) -> str | None:
         starts = [name for name, r in registry.REGISTRY.items() if r.embed_start]
         return (f"recipe {recipe.name} does not start its student from stage embed (its own distillation runs in "
                 f"stage distill); embedding distillation applies to {' and '.join(starts)}")
-    if all(m.kind == "cross" for m in params.teacher.ensemble):
+    if params.embed.teacher is None and all(m.kind == "cross" for m in params.teacher.ensemble):
         return ("every teacher member is a cross-encoder, which scores pairs and embeds no sentence, so there are no "
-                "embeddings to learn: the student starts from student.model (add a bi-encoder to teacher.members, "
-                "or set embed.epochs to 0 to say so)")
+                "embeddings to learn: the student starts from student.model (name a bi-encoder in embed.teacher, "
+                "e.g. the student's own whole model, or add one to teacher.members, or set embed.epochs to 0 to say "
+                "so)")
     return None
+
+
+def _embedder(params: Params, teacher: Path) -> tuple[list[BiEncoder], str, str]:
+    """Whose embeddings the student learns: the stage teacher's bi-encoder members, or embed.teacher. Returns the
+    models, the key their embeddings are stored under (kind, spec and weights' hash) and a line for the card."""
+    spec = params.embed.teacher
+    if spec is None:
+        tutor = Teacher.load(teacher, params.teacher.max_length)
+        return embedding.bi_members(tutor), tutor.labeller(teacher), " + ".join(m.describe for m in tutor.members)
+    tp = params.teacher  # its length and remote-code switch: a teacher's, as the stage teacher's members
+    model = BiEncoder.load(spec, tp.max_length, tp.trust_remote_code)
+    return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} (embed.teacher)"
 
 
 def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path) -> dict:
@@ -51,16 +65,14 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     ep, sp, ev = params.embed, params.student, params.evaluate
     rng, gen = seed_all(params.seed)
     sentences, counts = embedding.gather(ep, clean, params.augment.unicode_form, params.augment.min_chars, rng)
-    tutor = Teacher.load(teacher, params.teacher.max_length)
-    members = embedding.bi_members(tutor)
+    members, key, described = _embedder(params, teacher)
     t0 = time.perf_counter()
-    raw = embedding.teacher_embeddings(members, tutor.labeller(teacher), sentences, params.label.batch_size,
-                                       params.label.bf16)
+    raw = embedding.teacher_embeddings(members, key, sentences, params.label.batch_size, params.label.bf16)
     encode_seconds = time.perf_counter() - t0
     schemas.write(out / embedding.TEACHER_FILE, embedding.frame(sentences, raw), schemas.EMBEDDINGS)
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
     target, projection = embedding.targets(raw, student.dim, ep)
-    embedding.write_meta(out / "meta.json", {"teacher": tutor.labeller(teacher), "width": int(raw.shape[1]),
+    embedding.write_meta(out / "meta.json", {"teacher": key, "width": int(raw.shape[1]),
                                              "sentences": counts, "projection": projection})
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
@@ -71,7 +83,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
             "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
     student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {
         "dataset": params.data.name, "sentences": len(sentences),
-        "teacher": " + ".join(m.describe for m in tutor.members),
+        "teacher": described,
         "loss": loss[ep.loss] + ("" if projection == "none" else " (teacher projected by PCA)"),
         **cards.fit_facts(res.summary(), ep), "seed": params.seed},
         "A bi-encoder that learned its teacher's sentence embeddings; stage distill trains it on pairs next."))

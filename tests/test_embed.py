@@ -92,6 +92,22 @@ def test_a_cross_encoder_teacher_skips_embed_with_notes_and_the_student_starts_f
     assert "embedding distillation" not in (root / "models/bi/README.md").read_text()
 
 
+def test_embed_teacher_gives_a_cross_encoder_teacher_embeddings_to_learn(chains, tiny_model_dir, tmp_path):
+    chain = chains("augsbert")  # its teacher: one cross-encoder
+    root = chain.copy_to(tmp_path / "chain")
+    spec = str(tiny_model_dir)
+    params = _with(chain.params, embed={"epochs": 1, "batch_size": 8, "teacher": spec})
+    assert skipped(params) is None
+    report = run_chain(params, root, ("embed",))
+    assert "skipped" not in report and report["steps"] > 0
+    frame = schemas.read(root / "data/embed/teacher.parquet", schemas.EMBEDDINGS)
+    want = BiEncoder.load(spec, params.teacher.max_length).encode(list(frame["sentence"]), 16, False)
+    np.testing.assert_allclose(np.stack(frame["embedding"].to_numpy()), want, atol=1e-5)
+    meta = json.loads((root / "data/embed/meta.json").read_text())
+    assert meta["teacher"].startswith(f"bi:{spec}@")
+    assert f"bi-encoder {spec} (embed.teacher)" in (root / "models/embed/README.md").read_text()
+
+
 def test_embed_off_and_other_recipes_say_why_nothing_is_trained(tiny_params):
     assert "embed.epochs 0" in skipped(_with(tiny_params, teacher={"kind": "bi"}, embed={"epochs": 0}))
     assert "recipe trans-encoder does not start" in skipped(_with(tiny_params, recipe="trans-encoder",
