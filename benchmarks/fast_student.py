@@ -12,7 +12,8 @@ rtt-ensemble: the unsupervised recipes on the same sentences (UNSUPERVISED below
 --teacher bundled:all-mpnet-base-v2 (after `make mpnet`) runs the rows with the MPNet teacher, in folders of
 their own; --teacher-epochs N fine-tunes the teacher on the gold pairs first (N epochs, one dev evaluation each,
 best dev kept). --student whole trains the whole MiniLM instead (lr 2e-5, 4 epochs: its gold-only student
-improves on dev that long; embed lr 1e-4).
+improves on dev that long; embed lr 1e-4). --embed-teacher SPEC (embed.teacher) has the student learn SPEC's
+embeddings while the teacher labels its pairs (e.g. the whole MiniLM's embeddings, a fine-tuned MPNet's labels).
 
 Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
 with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
@@ -23,6 +24,8 @@ Prints a Markdown table and writes OUT/results.json.
     python benchmarks/fast_student.py --stsb ... --rows embed-cycles
     python benchmarks/fast_student.py --stsb ... --rows embed-corpus-given --corpus /tmp/corpus.txt --max-corpus 20000
     python benchmarks/fast_student.py --stsb ... --rows embed-gold --teacher bundled:all-mpnet-base-v2
+    python benchmarks/fast_student.py --stsb ... --rows embed-given --teacher bundled:all-mpnet-base-v2 \
+        --teacher-epochs 4 --embed-teacher bundled:all-MiniLM-L6-v2
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-sim-gold --student whole \
         --teacher bundled:all-mpnet-base-v2 --teacher-epochs 4
 """
@@ -102,7 +105,7 @@ UNSUPERVISED = {
 
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
-               pupil: str = "pruned", max_corpus: int | None = None) -> Params:
+               pupil: str = "pruned", max_corpus: int | None = None, embedder: str | None = None) -> Params:
     strategy, emb, with_corpus, cycles, recipe = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
@@ -125,7 +128,7 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     raw["seed"] = seed
     raw["sample"]["strategy"] = strategy
     raw["embed"].update({**(emb or {"epochs": 0}), "corpus": corpus if with_corpus else None,
-                         "max_corpus": max_corpus if with_corpus else None})
+                         "max_corpus": max_corpus if with_corpus else None, "teacher": embedder})
     if with_corpus and not corpus:
         raise SystemExit(f"row {row} needs --corpus (python benchmarks/corpus.py --out ...)")
     return parse_params(raw)
@@ -138,15 +141,21 @@ def saved_start(folder: Path, sp: TrainParams) -> Path:
     return folder
 
 
+def short(spec: str) -> str:
+    return "-" + spec.removeprefix("bundled:").replace("/", "_")
+
+
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
-            tutor_epochs: int = 0, pupil: str = "pruned", max_corpus: int | None = None) -> dict:
+            tutor_epochs: int = 0, pupil: str = "pruned", max_corpus: int | None = None,
+            embedder: str | None = None) -> dict:
     strategy, emb, with_corpus, _, recipe = ROWS[row]
     recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
     # another teacher, or student: folders of their own for what they touch (teacher, labels, embeddings, rows)
-    tag = "" if tutor == MINILM else "-" + tutor.removeprefix("bundled:").replace("/", "_")
+    tag = "" if tutor == MINILM else short(tutor)
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
-    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus)
+    etag = f"-emb{short(embedder)}" if embedder else tag  # whose embeddings stage embed learns
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus, embedder)
     if recipe == "rtt-ensemble":  # the sub-models start where the student starts
         start = saved_start(base / f"start{'-whole' if p.student.layers is None else ''}", p.student)
         p = p.model_copy(update={"teacher": p.teacher.model_copy(update={"model": str(start)})})
@@ -154,7 +163,8 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
     who = "" if pupil == "pruned" else f"-{pupil}"
     drawn = f"{max_corpus}" if with_corpus and max_corpus else ""  # embed.max_corpus: its own folders and row
-    name = row + drawn + ("" if row == "gold-only" else tag) + who  # gold-only: the same whatever the teacher
+    name = row + drawn + ("" if row == "gold-only" else tag + (etag if embedder and emb else "")) + who
+    # gold-only: the same student whatever the teacher
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
     tdir = base / f"teacher{ttag}"
@@ -168,7 +178,7 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     t["label"] = once(silver / "label.json", label, data_p, clean, pairs / "data", tdir, silver / "data",
                       silver / "label.json", silver / "density.csv")
     loss = "" if not emb or emb.get("loss", "mse") == "mse" else f"{emb['loss']}-"
-    e = out / (f"embed-{loss}{f'corpus{drawn}-' if with_corpus else ''}s{seed}{tag}{who}" if emb
+    e = out / (f"embed-{loss}{f'corpus{drawn}-' if with_corpus else ''}s{seed}{etag}{who}" if emb
                else f"embed-off{who}")
     t["embed"] = once(e / "embed.json", embed, p, clean, tdir, e / "data", e / "model", e / "embed.json",
                       e / "dev.csv")
@@ -226,6 +236,8 @@ def main() -> None:
     ap.add_argument("--corpus", default=None, help="a .txt of plain sentences (benchmarks/corpus.py makes one)")
     ap.add_argument("--max-corpus", type=int, default=None,
                     help="embed.max_corpus: at most this many of the corpus' sentences, drawn with the seed")
+    ap.add_argument("--embed-teacher", default=None,
+                    help="embed.teacher: the bi-encoder whose embeddings the student learns (default: the teacher)")
     ap.add_argument("--teacher", default=MINILM,
                     help="the teacher, used as given (bundled:all-mpnet-base-v2 after make mpnet)")
     ap.add_argument("--teacher-epochs", type=int, default=0, help="0: the teacher as given; N: fine-tuned N epochs")
@@ -238,7 +250,7 @@ def main() -> None:
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
             results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher,
-                                   a.teacher_epochs, a.student, a.max_corpus))
+                                   a.teacher_epochs, a.student, a.max_corpus, a.embed_teacher))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"
