@@ -147,7 +147,10 @@ def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
     raw.update(recipe="trans-encoder", cycles=1)
     raw["student"]["layers"] = [1]  # pruning the stored 1-layer model again would fail: it has no layer 1
     engine = SimpleNamespace(p=parse_params(raw))
-    start = TransEncoder._load_bi(engine, raw["student"]["model"])
+    start = TransEncoder._load_bi(engine, raw["student"]["model"], 0)  # the first member: the student
     assert start.model[0].auto_model.config.num_hidden_layers == 1
+    # a mutual member named as student.model is the whole model (it teaches its cut)
+    whole = TransEncoder._load_bi(engine, raw["student"]["model"], 1)
+    assert whole.model[0].auto_model.config.num_hidden_layers == 2
     start.save(tmp_path / "stored")  # a stored step's model loads as it was saved, not pruned again
     assert TransEncoder._load_bi(engine, str(tmp_path / "stored")).model[0].auto_model.config.num_hidden_layers == 1
