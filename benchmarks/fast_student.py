@@ -142,6 +142,7 @@ def saved_start(folder: Path, sp: TrainParams) -> Path:
 
 
 def short(spec: str) -> str:
+    """A model spec as a folder-name suffix: ``bundled:all-mpnet-base-v2`` -> ``-all-mpnet-base-v2``."""
     return "-" + spec.removeprefix("bundled:").replace("/", "_")
 
 
@@ -163,8 +164,8 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
     who = "" if pupil == "pruned" else f"-{pupil}"
     drawn = f"{max_corpus}" if with_corpus and max_corpus else ""  # embed.max_corpus: its own folders and row
-    name = row + drawn + ("" if row == "gold-only" else tag + (etag if embedder and emb else "")) + who
     # gold-only: the same student whatever the teacher
+    name = row + drawn + ("" if row == "gold-only" else tag + (etag if embedder and emb else "")) + who
     t = {"download": once(base / "download.json", download, data_p, base / "data/raw", base / "download.json")}
     t["augment"] = once(base / "augment.json", augment, data_p, base / "data/raw", clean, base / "augment.json")
     tdir = base / f"teacher{ttag}"
