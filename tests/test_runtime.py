@@ -20,10 +20,14 @@ import pytest
 from tests.conftest import ROOT
 
 STAGE = f'''
-import os, sys, time
+import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from pldistill import checkpoints
 from pldistill.runtime import run_stage
+
+# Ctrl-C as for a command typed at a terminal: run as a background job (make test &), the tests and this child
+# inherit SIGINT ignored from the shell, and Python then raises no KeyboardInterrupt
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def train(params, out):
     """A stand-in for a training stage."""
