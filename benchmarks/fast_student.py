@@ -14,6 +14,8 @@ their own; --teacher-epochs N fine-tunes the teacher on the gold pairs first (N 
 best dev kept). --student whole trains the whole MiniLM instead (lr 2e-5, 4 epochs: its gold-only student
 improves on dev that long; embed lr 1e-4). --embed-teacher SPEC (embed.teacher) has the student learn SPEC's
 embeddings while the teacher labels its pairs (e.g. the whole MiniLM's embeddings, a fine-tuned MPNet's labels).
+--layers 0,5 cuts the pruned student otherwise (two layers: the 2x that three of six cannot reach,
+docs/fast-student.md).
 
 Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
 with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
@@ -26,6 +28,8 @@ Prints a Markdown table and writes OUT/results.json.
     python benchmarks/fast_student.py --stsb ... --rows embed-gold --teacher bundled:all-mpnet-base-v2
     python benchmarks/fast_student.py --stsb ... --rows embed-given --teacher bundled:all-mpnet-base-v2 \
         --teacher-epochs 4 --embed-teacher bundled:all-MiniLM-L6-v2
+    python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-given --layers 0,5 \
+        --teacher bundled:all-mpnet-base-v2 --teacher-epochs 4 --embed-teacher bundled:all-MiniLM-L6-v2
     python benchmarks/fast_student.py --stsb ... --rows gold-only,embed-sim-gold --student whole \
         --teacher bundled:all-mpnet-base-v2 --teacher-epochs 4
 """
@@ -105,7 +109,8 @@ UNSUPERVISED = {
 
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
-               pupil: str = "pruned", max_corpus: int | None = None, embedder: str | None = None) -> Params:
+               pupil: str = "pruned", max_corpus: int | None = None, embedder: str | None = None,
+               layers: list[int] | None = None) -> Params:
     strategy, emb, with_corpus, cycles, recipe = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
@@ -117,6 +122,8 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
         raw["teacher"].update({"finetune": True, "epochs": tutor_epochs, "evals_per_epoch": 1})
     student, embed_lr = STUDENTS[pupil]
     raw["student"].update(student)
+    if layers is not None:  # --layers: another cut of the same model
+        raw["student"]["layers"] = layers
     raw["dse"]["lr"] = raw["student"]["lr"]  # DSE's 1e-5 is the paper's, for a whole BERT; the student's own lr
     raw["trans"]["bi"]["lr"] = raw["ensemble"]["sub"]["lr"] = raw["student"]["lr"]
     raw["ensemble"]["distill"]["lr"] = embed_lr
@@ -148,7 +155,7 @@ def short(spec: str) -> str:
 
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
             tutor_epochs: int = 0, pupil: str = "pruned", max_corpus: int | None = None,
-            embedder: str | None = None) -> dict:
+            embedder: str | None = None, layers: list[int] | None = None) -> dict:
     strategy, emb, with_corpus, _, recipe = ROWS[row]
     recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
@@ -156,13 +163,14 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     tag = "" if tutor == MINILM else short(tutor)
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
     etag = f"-emb{short(embedder)}" if embedder else tag  # whose embeddings stage embed learns
-    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus, embedder)
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus, embedder, layers)
+    # another student: folders of its own for what it touches (gold, embed, rows, the rtt sub-models' start)
+    who = ("" if pupil == "pruned" else f"-{pupil}") + ("" if layers is None else "-L" + "-".join(map(str, layers)))
     if recipe == "rtt-ensemble":  # the sub-models start where the student starts
-        start = saved_start(base / f"start{'-whole' if p.student.layers is None else ''}", p.student)
+        start = saved_start(base / f"start{who}", p.student)
         p = p.model_copy(update={"teacher": p.teacher.model_copy(update={"model": str(start)})})
     data_p = p.model_copy(update={"seed": DATA_SEED})
     ttag = tag + (f"-{recipe}" if recipe in UNSUPERVISED else "")  # their stage teacher trains their own, or none
-    who = "" if pupil == "pruned" else f"-{pupil}"
     drawn = f"{max_corpus}" if with_corpus and max_corpus else ""  # embed.max_corpus: its own folders and row
     # gold-only: the same student whatever the teacher
     name = row + drawn + ("" if row == "gold-only" else tag + (etag if embedder and emb else "")) + who
@@ -244,14 +252,19 @@ def main() -> None:
     ap.add_argument("--teacher-epochs", type=int, default=0, help="0: the teacher as given; N: fine-tuned N epochs")
     ap.add_argument("--student", choices=list(STUDENTS), default="pruned",
                     help="pruned: MiniLM layers [0, 2, 4] (lr 1e-4, 2 epochs); whole: all six (lr 2e-5, 4 epochs)")
+    ap.add_argument("--layers", default=None,
+                    help="the pruned student's layers instead of 0,2,4, e.g. 0,5 (folders and rows of their own)")
     a = ap.parse_args()
+    layers = None if a.layers is None else [int(x) for x in a.layers.split(",")]
+    if layers is not None and a.student != "pruned":
+        raise SystemExit("--layers cuts the pruned student; --student whole keeps every layer")
     flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
     print(json.dumps(flags))
     results = []
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
             results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher,
-                                   a.teacher_epochs, a.student, a.max_corpus, a.embed_teacher))
+                                   a.teacher_epochs, a.student, a.max_corpus, a.embed_teacher, layers))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"

@@ -1,0 +1,60 @@
+"""Which layers a pruned student should keep: every k-of-n cut of a model, scored untrained on dev.
+
+A cut's start is where its training begins (all-MiniLM-L6-v2 cut to [0, 2, 4] starts at 67.41 test). This ranks
+every subset of ``--keep`` layers by the dev Spearman of its cosine, with no training; ``--report`` adds a split
+that is shown, never used to rank (e.g. test). The encode cost depends on how many layers are kept, not which.
+
+    python benchmarks/layer_choice.py --dev /tmp/fast/base/data/clean/dev.parquet --keep 2,3 \
+        --report /tmp/fast/base/data/clean/test.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
+
+from pldistill import schemas
+from pldistill.models import BiEncoder, native_bf16
+from pldistill.training import correlation
+
+
+def rank(model: str, keep: int, splits: dict[str, pd.DataFrame], max_length: int = 128,
+         batch_size: int = 64) -> list[dict]:
+    """Every ``keep``-layer cut of ``model`` with its Spearman on each split, best on ``splits["dev"]`` first."""
+    total = BiEncoder.load(model, max_length).model[0].auto_model.config.num_hidden_layers
+    rows = []
+    for layers in itertools.combinations(range(total), keep):
+        cut = BiEncoder.load(model, max_length, layers=layers)
+        rows.append({"layers": list(layers), **{name: correlation(
+            cut.score(df["sentence1"], df["sentence2"], batch_size, False), df["score"])["spearman"]
+            for name, df in splits.items()}})
+    return sorted(rows, key=lambda r: -r["dev"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dev", required=True, type=Path, help="the split that ranks the cuts (Parquet, schema PAIRS)")
+    ap.add_argument("--report", type=Path, default=None, help="a split shown beside dev, never used to rank")
+    ap.add_argument("--model", default="bundled:all-MiniLM-L6-v2")
+    ap.add_argument("--keep", default="3", help="how many layers each cut keeps, e.g. 2,3")
+    a = ap.parse_args()
+    splits = {"dev": schemas.read(a.dev, schemas.PAIRS)}
+    if a.report:
+        splits["report"] = schemas.read(a.report, schemas.PAIRS)
+    print(json.dumps({"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}))
+    for keep in map(int, a.keep.split(",")):
+        rows = rank(a.model, keep, splits)
+        extra = ("report |", "---|") if a.report else ("", "")
+        print(f"\n{keep} layers\n| layers | dev | {extra[0]}\n|---|---|{extra[1]}")
+        for r in rows:
+            print(f"| {r['layers']} | {r['dev']} | " + (f"{r['report']} |" if a.report else ""))
+
+
+if __name__ == "__main__":
+    main()
