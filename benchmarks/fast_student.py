@@ -77,6 +77,9 @@ EMBED_SIM = {**EMBED, "loss": "sim"}
 # Students: the student section's changes from COMMON, and the embedding step's lr. The whole model keeps
 # params.yaml's embed lr (1e-4) and a whole model's lr (2e-5); its gold-only student rises on dev for 4 epochs.
 STUDENTS = {"pruned": ({}, EMBED["lr"]), "whole": ({"layers": None, "lr": 2.0e-5, "epochs": 4}, 1.0e-4)}
+# --fp32: every encoding key whose default is bf16 auto, off (training is fp32 already). On a CPU with native bf16
+# units, auto encodes, labels and scores dev in bf16; on one without, in fp32: rows from both machines then compare.
+FP32 = {("augment", "rtt"), ("sample", "semantic"), ("label",), ("evaluate",)}
 # Rows: sample.strategy, the embed section (None: off), whether --corpus joins the sentences, cycles (later
 # cycles: the student mines pairs by semantic search, the teacher labels them; params.yaml's rounds section),
 # the recipe (dse: the student scores through a learned head, trained on the teacher's logits and gold).
@@ -110,7 +113,7 @@ UNSUPERVISED = {
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
                pupil: str = "pruned", max_corpus: int | None = None, embedder: str | None = None,
-               layers: list[int] | None = None) -> Params:
+               layers: list[int] | None = None, fp32: bool = False) -> Params:
     strategy, emb, with_corpus, cycles, recipe = ROWS[row]
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["cycles"] = cycles
@@ -124,6 +127,11 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     raw["student"].update(student)
     if layers is not None:  # --layers: another cut of the same model
         raw["student"]["layers"] = layers
+    for path in FP32 if fp32 else ():
+        section = raw
+        for key in path:
+            section = section[key]
+        section["bf16"] = False
     raw["dse"]["lr"] = raw["student"]["lr"]  # DSE's 1e-5 is the paper's, for a whole BERT; the student's own lr
     raw["trans"]["bi"]["lr"] = raw["ensemble"]["sub"]["lr"] = raw["student"]["lr"]
     raw["ensemble"]["distill"]["lr"] = embed_lr
@@ -155,7 +163,7 @@ def short(spec: str) -> str:
 
 def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor: str = MINILM,
             tutor_epochs: int = 0, pupil: str = "pruned", max_corpus: int | None = None,
-            embedder: str | None = None, layers: list[int] | None = None) -> dict:
+            embedder: str | None = None, layers: list[int] | None = None, fp32: bool = False) -> dict:
     strategy, emb, with_corpus, _, recipe = ROWS[row]
     recipe_ = registry.get(recipe)
     base, clean = out / "base", out / "base/data/clean"
@@ -163,7 +171,7 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
     tag = "" if tutor == MINILM else short(tutor)
     tag += f"-ft{tutor_epochs}" if tutor_epochs else ""
     etag = f"-emb{short(embedder)}" if embedder else tag  # whose embeddings stage embed learns
-    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus, embedder, layers)
+    p = params_for(stsb, row, seed, corpus, tutor, tutor_epochs, pupil, max_corpus, embedder, layers, fp32)
     # another student: folders of its own for what it touches (gold, embed, rows, the rtt sub-models' start)
     who = ("" if pupil == "pruned" else f"-{pupil}") + ("" if layers is None else "-L" + "-".join(map(str, layers)))
     if recipe == "rtt-ensemble":  # the sub-models start where the student starts
@@ -254,17 +262,20 @@ def main() -> None:
                     help="pruned: MiniLM layers [0, 2, 4] (lr 1e-4, 2 epochs); whole: all six (lr 2e-5, 4 epochs)")
     ap.add_argument("--layers", default=None,
                     help="the pruned student's layers instead of 0,2,4, e.g. 0,5 (folders and rows of their own)")
+    ap.add_argument("--fp32", action="store_true",
+                    help="encode, label and score in fp32 on a CPU with native bf16 units too (bf16 auto is on there)")
     a = ap.parse_args()
     layers = None if a.layers is None else [int(x) for x in a.layers.split(",")]
     if layers is not None and a.student != "pruned":
         raise SystemExit("--layers cuts the pruned student; --student whole keeps every layer")
-    flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads()}
+    flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads(),
+             "encode_bf16": "off (--fp32)" if a.fp32 else "auto"}
     print(json.dumps(flags))
     results = []
     for seed in map(int, a.seeds.split(",")):
         for row in a.rows.split(","):
             results.append(run_row(row, seed, str(Path(a.stsb).resolve()), a.out, a.corpus, a.teacher,
-                                   a.teacher_epochs, a.student, a.max_corpus, a.embed_teacher, layers))
+                                   a.teacher_epochs, a.student, a.max_corpus, a.embed_teacher, layers, a.fp32))
             print(table(results[-1:]).splitlines()[-1], flush=True)
     # results.json keeps the rows of earlier invocations (by row and seed), this one's replacing theirs
     done = a.out / "results.json"

@@ -1,0 +1,29 @@
+"""benchmarks/fast_student.py's params: --fp32 turns off every encoding key whose default is bf16 auto (rows made
+on a CPU with native bf16 units then encode, label and score dev as rows made on one without), and only those."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from fast_student import params_for  # benchmarks/ is a folder of scripts, not a package
+
+ENCODING = ("augment.rtt", "sample.semantic", "label", "evaluate")
+
+
+def bf16(p, dotted: str):
+    section = p
+    for key in dotted.split("."):
+        section = getattr(section, key)
+    return section.bf16
+
+
+def test_fp32_turns_off_every_encoding_bf16_auto():
+    default = params_for("Stsbenchmark.tar.gz", "trans-encoder", 43, None)
+    fp32 = params_for("Stsbenchmark.tar.gz", "trans-encoder", 43, None, fp32=True)
+    assert {k: bf16(default, k) for k in ENCODING} == dict.fromkeys(ENCODING, "auto")
+    assert {k: bf16(fp32, k) for k in ENCODING} == dict.fromkeys(ENCODING, False)
+    # training keys were fp32 already; nothing else changes
+    assert fp32.model_copy(update={k.split(".")[0]: getattr(default, k.split(".")[0]) for k in ENCODING}) == default
