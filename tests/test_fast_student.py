@@ -27,3 +27,12 @@ def test_fp32_turns_off_every_encoding_bf16_auto():
     assert {k: bf16(fp32, k) for k in ENCODING} == dict.fromkeys(ENCODING, False)
     # training keys were fp32 already; nothing else changes
     assert fp32.model_copy(update={k.split(".")[0]: getattr(default, k.split(".")[0]) for k in ENCODING}) == default
+
+
+def test_mutual_row_adds_the_whole_minilm_as_a_member_and_keeps_the_rest():
+    plain = params_for("Stsbenchmark.tar.gz", "trans-encoder", 42, None)
+    mutual = params_for("Stsbenchmark.tar.gz", "trans-encoder-mutual", 42, None)
+    assert not plain.trans.mutual
+    assert [(m.bi, m.cross) for m in mutual.trans.mutual] == [("bundled:all-MiniLM-L6-v2", None)]
+    assert mutual.student.layers == (0, 2, 4)  # the row's student is still the cut one
+    assert mutual.model_copy(update={"trans": plain.trans}) == plain
