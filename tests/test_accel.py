@@ -302,4 +302,7 @@ def test_label_and_evaluate_run_on_the_backend_their_params_name(chains, tmp_pat
     assert len(silver) == len(before) > accel.GATE_MIN
     np.testing.assert_allclose(silver["score"], before["score"], atol=1e-4)  # fp32 onnx: torch's labels
     ran_on = json.loads((root / "metrics/label.json").read_text())["backend"]  # the report says what labelled
-    assert list(ran_on) == ["member-00"] and ran_on["member-00"].startswith("onnx, Spearman 1.0000"), ran_on
+    assert list(ran_on) == ["member-00"] and ran_on["member-00"].startswith("onnx, Spearman "), ran_on
+    # fp32 onnx agrees with torch to float rounding: 1.00000 on an avx2 CPU, 0.99999 on an AMX / AVX512 Xeon
+    # (its kernels round differently: two near-tied items of the 98 swap places)
+    assert float(ran_on["member-00"].split()[2]) >= 0.9999, ran_on
