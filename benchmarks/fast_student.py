@@ -17,6 +17,9 @@ improves on dev that long; embed lr 1e-4). --embed-teacher SPEC (embed.teacher) 
 embeddings while the teacher labels its pairs (e.g. the whole MiniLM's embeddings, a fine-tuned MPNet's labels).
 --layers 0,5 cuts the pruned student otherwise (two layers: the 2x that three of six cannot reach,
 docs/fast-student.md).
+--fp32 encodes, labels and scores dev in fp32 on a CPU with native bf16 units too (bf16 auto is on there), so
+rows compare with rows made on a CPU without them; OUT keeps the encoding it was made with (OUT/encoding.txt)
+and refuses a run that encodes otherwise.
 
 Each row runs the pipeline's own stage functions with the row's params; stages whose params a row shares
 with an earlier one are copied from it, and a stage whose report exists is skipped, so a killed run resumes.
@@ -240,6 +243,20 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
             "silver_pairs": json.loads((silver / "label.json").read_text()).get("silver_pairs"), "seconds": t}
 
 
+def same_encoding(out: Path, fp32: bool, native: bool) -> str:
+    """How this run encodes (fp32, or bf16 where the CPU has the units and --fp32 is off), checked against what
+    ``out`` was made with: its folders are reused by name, so a run that encodes otherwise needs another --out."""
+    mode = "fp32" if fp32 or not native else "bf16 auto"
+    marker = out / "encoding.txt"
+    made = marker.read_text().strip() if marker.is_file() else None
+    if made not in (None, mode):
+        raise SystemExit(f"{out} was made encoding in {made}; this run encodes in {mode} "
+                         f"({'--fp32' if fp32 else 'no --fp32'}, native bf16 {native}): give it another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(mode + "\n")
+    return mode
+
+
 def table(results: list[dict]) -> str:
     lines = ["| row | seed | test | dev | embedding step alone (test) | speed-up | silver pairs |",
              "|---|---|---|---|---|---|---|"]
@@ -276,7 +293,7 @@ def main() -> None:
     if layers is not None and a.student != "pruned":
         raise SystemExit("--layers cuts the pruned student; --student whole keeps every layer")
     flags = {"cpu": cpu_flags(), "native_bf16": native_bf16(), "torch_threads": torch.get_num_threads(),
-             "encode_bf16": "off (--fp32)" if a.fp32 else "auto"}
+             "encoding": same_encoding(a.out, a.fp32, native_bf16())}
     print(json.dumps(flags))
     results = []
     for seed in map(int, a.seeds.split(",")):

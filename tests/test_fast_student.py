@@ -1,9 +1,12 @@
 """benchmarks/fast_student.py's params: --fp32 turns off every encoding key whose default is bf16 auto (rows made
-on a CPU with native bf16 units then encode, label and score dev as rows made on one without), and only those."""
+on a CPU with native bf16 units then encode, label and score dev as rows made on one without), and only those;
+an OUT folder refuses a run that encodes otherwise than the runs that made it; the mutual row's member."""
 
 from __future__ import annotations
 
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -36,3 +39,13 @@ def test_mutual_row_adds_the_whole_minilm_as_a_member_and_keeps_the_rest():
     assert [(m.bi, m.cross) for m in mutual.trans.mutual] == [("bundled:all-MiniLM-L6-v2", None)]
     assert mutual.student.layers == (0, 2, 4)  # the row's student is still the cut one
     assert mutual.model_copy(update={"trans": plain.trans}) == plain
+
+
+def test_an_out_folder_keeps_one_encoding(tmp_path):
+    from fast_student import same_encoding
+
+    assert same_encoding(tmp_path, fp32=True, native=True) == "fp32"
+    assert same_encoding(tmp_path, fp32=False, native=False) == "fp32"  # no bf16 units: fp32 either way
+    with pytest.raises(SystemExit, match="made encoding in fp32; this run encodes in bf16 auto"):
+        same_encoding(tmp_path, fp32=False, native=True)  # its folders would be reused as if encoded alike
+    assert same_encoding(tmp_path / "other", fp32=False, native=True) == "bf16 auto"
