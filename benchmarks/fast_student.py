@@ -52,6 +52,7 @@ from train_throughput import cpu_flags
 
 from pldistill import schemas
 from pldistill.config import Params, TrainParams, parse_params
+from pldistill.io import atomic_path, write_json
 from pldistill.models import BiEncoder, native_bf16
 from pldistill.recipes import registry
 from pldistill.recipes.base import encode_speed
@@ -214,7 +215,7 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         r.mkdir(parents=True, exist_ok=True)
         if not (r / "distill.json").is_file():
             shutil.copytree(g / "model", r / "bi", dirs_exist_ok=True)
-            (r / "distill.json").write_text(json.dumps(json.loads((g / "gold.json").read_text())))
+            write_json(r / "distill.json", json.loads((g / "gold.json").read_text()))
     t["distill"] = once(r / "distill.json", distill, p, clean, pairs / "data", silver / "data", tdir,
                         r / "pseudo", r / "bi", r / "cross", r / "distill.json", r / "dev.csv", r / "cycles.csv",
                         e / "model")
@@ -224,14 +225,14 @@ def run_row(row: str, seed: int, stsb: str, out: Path, corpus: str | None, tutor
         student = recipe_.student(p, r / "bi")  # DSE's scores through its head
         speed = (encode_speed(BiEncoder.load(str(r / "bi"), p.student.max_length), p.student, scored["dev"],
                               p.evaluate) if p.student.layers else None)  # the encoder's, against the whole model
-        scores.write_text(json.dumps({"student": split_scores(student, scored, p.evaluate), "speed": speed}))
+        write_json(scores, {"student": split_scores(student, scored, p.evaluate), "speed": speed})
     # the teacher: the stage's first member, its cosine uncalibrated; rtt-ensemble's ensemble; trans-encoder's
     # selected cross-encoder, one per row
     tscores = r / "teacher-scores.json" if recipe == "trans-encoder" else base / f"teacher{ttag}-scores.json"
     if not tscores.is_file():
         tutor_model = (recipe_.teacher_model(p, r / "cross", tdir) if recipe in UNSUPERVISED
                        else BiEncoder.load(str(tdir / "member-00"), p.teacher.max_length))
-        tscores.write_text(json.dumps(split_scores(tutor_model, scored, p.evaluate)))
+        write_json(tscores, split_scores(tutor_model, scored, p.evaluate))
     embed_report = json.loads((e / "embed.json").read_text())
     # the stage report keeps no timing (write_report: reruns give the same bytes)
     per_cycle = [{k: c[k] for k in ("cycle", "dev", "test", "silver_pairs", "steps", "best_step", "mined", "bi",
@@ -252,8 +253,8 @@ def same_encoding(out: Path, fp32: bool, native: bool) -> str:
     if made not in (None, mode):
         raise SystemExit(f"{out} was made encoding in {made}; this run encodes in {mode} "
                          f"({'--fp32' if fp32 else 'no --fp32'}, native bf16 {native}): give it another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    marker.write_text(mode + "\n")
+    with atomic_path(marker) as tmp:
+        tmp.write_text(mode + "\n")
     return mode
 
 
@@ -305,7 +306,7 @@ def main() -> None:
     done = a.out / "results.json"
     kept = [r for r in (json.loads(done.read_text())["rows"] if done.is_file() else [])
             if (r["row"], r["seed"]) not in {(x["row"], x["seed"]) for x in results}]
-    done.write_text(json.dumps({"flags": flags, "rows": kept + results}, indent=2))
+    write_json(done, {"flags": flags, "rows": kept + results})
     print(table(results))
     for r in results:
         for c in r.get("per_cycle", []):
