@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import torch
-from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
 
 from pldistill import schemas
+from pldistill.device import cpu_flags
 from pldistill.models import BiEncoder, native_bf16
 
 

@@ -48,10 +48,10 @@ from pathlib import Path
 import torch
 import yaml
 from teachers_stsb import timed as once  # benchmarks/: the script's own folder is on sys.path
-from train_throughput import cpu_flags
 
 from pldistill import schemas
 from pldistill.config import Params, TrainParams, parse_params
+from pldistill.device import cpu_flags
 from pldistill.io import atomic_path, write_json
 from pldistill.models import BiEncoder, native_bf16
 from pldistill.recipes import registry

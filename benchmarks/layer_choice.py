@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from train_throughput import cpu_flags  # benchmarks/: the script's own folder is on sys.path
 
 from pldistill import schemas
+from pldistill.device import cpu_flags
 from pldistill.models import BiEncoder, native_bf16
 from pldistill.training import correlation
 

@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -38,23 +36,12 @@ import torch
 
 from pldistill import datasets
 from pldistill.config import DataParams, EvaluateParams, TrainParams
+from pldistill.device import cpu_flags
 from pldistill.models import BiEncoder, CrossModel, resolve
 from pldistill.training import Fit, split_scores
 
 MODEL = "bundled:all-MiniLM-L6-v2"
 OPTIMS = ("adamw_torch", "adamw_torch_fused")  # transformers' names: for-loop (Fit's on a CPU) / fused AdamW
-
-
-def cpu_flags() -> str:
-    """The CPU's model and the flags that decide matmul speed (AVX2 / AVX-512 / AMX / VNNI)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    name = re.search(r"model name\s*:\s*(.*)", info)
-    flags = set(re.search(r"flags\s*:\s*(.*)", info).group(1).split()) if "flags" in info else set()
-    keep = sorted(f for f in flags if re.match(r"(avx|amx|fma|f16c|sse4)", f))
-    return f"{name.group(1) if name else '?'}; {' '.join(keep)}"
 
 
 def ours(kind: str, data: dict, tp: TrainParams, seed: int,

@@ -395,10 +395,17 @@ class TrainParams(StepParams):
 
     @field_validator("layers")
     @classmethod
-    def _distinct_layers(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        if v is not None and (not v or min(v) < 0 or len(set(v)) < len(v)):
+    def _distinct_layers(cls, v: tuple[int, ...] | str | None) -> tuple[int, ...] | str | None:
+        if isinstance(v, tuple) and (not v or min(v) < 0 or len(set(v)) < len(v)):
             raise ValueError(f"expected distinct layer indices >= 0 (e.g. [0, 2, 4]) or null; found {list(v)}")
         return v
+
+
+class StudentParams(TrainParams):
+    """The student section: a TrainParams whose ``layers`` may be ``auto``, the cut chosen on dev (pldistill.cut)."""
+
+    layers: tuple[int, ...] | Literal["auto"] | None = "auto"  # auto: the best cut of `keep` layers, chosen on dev
+    keep: int = Field(2, ge=1)  # layers auto: how many transformer layers the chosen cut keeps
 
 
 class TeacherMember(TrainParams):
@@ -608,8 +615,10 @@ class ExtraSet(_Section):
 
 
 class EvaluateParams(InferenceParams):
-    """The evaluate section: inference settings, and more evaluation sets."""
+    """The evaluate section: inference settings, encode speed, and more evaluation sets."""
 
+    speed_pairs: int = Field(512, ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
+    speed_rounds: int = Field(5, ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
     extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")
@@ -632,7 +641,7 @@ class Params(_Section):
     sample: SampleParams = SampleParams()
     teacher: TeacherParams = TeacherParams(epochs=4)
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
-    student: TrainParams = TrainParams(epochs=2, lr=1e-4, layers=(0, 2, 4))  # pruned: needs more than 2e-5
+    student: StudentParams = StudentParams(epochs=2, lr=1e-4)  # pruned: needs more than 2e-5
     embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
     rounds: RoundsParams = RoundsParams()
     trans: TransParams = TransParams()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import platform
 import re
 from pathlib import Path
 
@@ -23,3 +24,15 @@ def native_bf16() -> bool:
     except OSError:
         return False
     return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
+
+
+def cpu_flags() -> str:
+    """The CPU's model and the flags that decide matmul speed (AVX2 / AVX-512 / AMX / VNNI)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    name = re.search(r"model name\s*:\s*(.*)", info)
+    flags = set(re.search(r"flags\s*:\s*(.*)", info).group(1).split()) if "flags" in info else set()
+    keep = sorted(f for f in flags if re.match(r"(avx|amx|fma|f16c|sse4)", f))
+    return f"{name.group(1) if name else '?'}; {' '.join(keep)}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pldistill import distributed
 from pldistill.config import Params
+from pldistill.cut import resolve
 from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
@@ -16,8 +17,10 @@ from pldistill.runtime import run_stage
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,
-            cross: Path, report: Path, curve: Path, cycles_plot: Path, embed: Path | None = None) -> dict:
+            cross: Path, report: Path, curve: Path, cycles_plot: Path, embed: Path | None = None,
+            cut: Path | None = None) -> dict:
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo; return the report."""
+    params = resolve(params, cut)  # student.layers auto: the layers stage cut chose
     dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot, embed)
     distributed.join(params.processes)
     result = registry.get(params.recipe).distill(params, dirs)
@@ -28,4 +31,4 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
 
 if __name__ == "__main__":
     run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
-                        "cycles_plot", "embed"])
+                        "cycles_plot", "embed", "cut"])

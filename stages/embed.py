@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pldistill import cards, embedding, schemas
 from pldistill.config import Params
+from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
@@ -51,9 +52,12 @@ def _embedder(params: Params, teacher: Path) -> tuple[list[BiEncoder], str, str]
     return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} (embed.teacher)"
 
 
-def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path) -> dict:
+def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path,
+          cut: Path | None = None) -> dict:
     """Write the teacher's embeddings (``out``) and the student that learned them (``model``); return the report."""
     why = skipped(params)
+    if why is None:
+        params = resolve(params, cut)
     if why:
         print(f"embed: {why}")
         for d in (out, model):
@@ -96,4 +100,4 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
 
 
 if __name__ == "__main__":
-    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve"])
+    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"])

@@ -2,7 +2,9 @@
 
 Regression: Spearman (primary) and Pearson x100; baselines: the untrained start, gold-only SBERT, word
 overlap (Jaccard). Classification: AUC (primary), AUC(0.05), and F1 and accuracy at the threshold that
-maximises F1 on dev (the same threshold applied to test); one more baseline, the majority label."""
+maximises F1 on dev (the same threshold applied to test); one more baseline, the majority label.
+Speed: the student, its start, the gold-only baseline and the teacher score the same test pairs in turns with
+the student's whole starting model (pldistill.speed); each block gets ``speed``, the ratio to that model."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
-from pldistill import cleaning, datasets, schemas
+from pldistill import cleaning, datasets, schemas, speed
 from pldistill.config import EvaluateParams, ExtraSet, Params
-from pldistill.io import write_csv_rows, write_report
+from pldistill.cut import resolve
+from pldistill.device import cpu_flags
+from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
@@ -53,8 +58,46 @@ def _extra_set(x: ExtraSet, params: Params) -> tuple[dict[str, pd.DataFrame], pd
     return splits, loaded.splits["train"], datasets.task_of(x.data, loaded.splits["train"])
 
 
+# The models timed, by their name in ``models`` -> their block in eval.json (None: the teacher's, whatever the
+# recipe names it: cross, teacher or ensemble)
+TIMED = {"bi": ("bi",), "start": ("baseline", "start"), "gold": ("baseline", "gold"), "cross": None}
+PLOT_NAMES = {"bi": "student", "start": "start", "gold": "gold-only", "cross": "teacher"}  # metrics/plots/speed/*.csv
+
+
+def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plots: Path | None) -> dict:
+    """Time the models against the student's whole start (evaluate.speed_pairs test pairs, speed_rounds rounds):
+    ``speed`` into each one's block of ``result``, a point per model (test score, speed) into ``plots`` for
+    `dvc plots`; return the details for the machine report ({} when timing is off)."""
+    ep, sp = params.evaluate, params.student
+    if ep.speed_pairs == 0:
+        return {}
+    pairs = test.iloc[: ep.speed_pairs]
+    whole = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    whole.use_backend(ep.backend)
+    timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
+                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds)
+    primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"
+    teacher_block = next(k for k in result if k not in ("bi", "baseline"))  # cross | teacher | ensemble
+    rows = {}
+    for name, where in TIMED.items():
+        block = result
+        for key in where or (teacher_block,):
+            block = block[key]
+        block["speed"] = timed[name]["speed"]
+        rows[name] = [timed[name]["speed"], block["test"][primary]]
+    print(f"speed, as a ratio to {sp.model} whole ({len(pairs)} test pairs, {ep.speed_rounds} rounds in turns): "
+          + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}" for n, t in timed.items()), flush=True)
+    if plots is not None:
+        with atomic_dir(plots) as tmp:
+            for name, row in rows.items():
+                write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", primary], [row])
+    return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "batch_size": ep.batch_size,
+                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(), "reference": f"{sp.model} whole",
+                      "cpu": cpu_flags(), **{PLOT_NAMES[n]: t for n, t in timed.items()}}}
+
+
 def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, gold: Path, out: Path,
-             predictions: Path) -> dict:
+             predictions: Path, cut: Path | None = None, speed_plots: Path | None = None) -> dict:
     """Write metrics/eval.json and test predictions for plots.
 
     eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}
@@ -66,6 +109,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     "test_in_train"}: pairs also in train (either order, any case or spacing); 0 for a table we split.
     In the predictions plot, column `cross` is the teacher's score, whichever kind it is.
     """
+    params = resolve(params, cut)  # student.layers auto: the start is cut as stage cut chose
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
@@ -87,7 +131,10 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
+    timing = _speeds(params, models, result, splits["test"], speed_plots)
     write_report(out, result)
+    if timing:  # (after the report, which clears a machine file it has nothing for)
+        write_json(machine_path(out), timing)
 
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
@@ -97,4 +144,4 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
 
 
 if __name__ == "__main__":
-    run_stage(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions"])
+    run_stage(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"])

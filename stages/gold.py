@@ -8,14 +8,17 @@ from pathlib import Path
 
 from pldistill import cards, distributed, schemas
 from pldistill.config import Params
+from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
 from pldistill.io import write_report
 from pldistill.runtime import run_stage
 from pldistill.training import train_bi_encoder
 
 
-def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
-    """Train ``student.model`` on the gold training pairs with the student's settings; write models/gold."""
+def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:
+    """Train ``student.model`` (cut as stage cut chose) on the gold training pairs with the student's settings;
+    write models/gold."""
+    params = resolve(params, cut)
     distributed.join(params.processes)
     where = gold_dir(params, clean)
     train = schemas.read(where / "train.parquet", schemas.PAIRS)
@@ -41,4 +44,4 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> d
 
 
 if __name__ == "__main__":
-    run_stage(gold, ["clean", "out", "report", "curve"])
+    run_stage(gold, ["clean", "out", "report", "curve", "cut"])

@@ -24,7 +24,7 @@ from pldistill.validate import parse_params
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-STAGES = ("download", "augment", "gold", "sample", "teacher", "embed", "label", "distill", "evaluate")
+STAGES = ("download", "augment", "cut", "gold", "sample", "teacher", "embed", "label", "distill", "evaluate")
 
 
 def pytest_configure(config):
@@ -199,6 +199,7 @@ class ParamReads:
 def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]:
     """Each stage function and its paths, for a chain whose folders and reports live under ``root``."""
     from stages.augment import augment
+    from stages.cut import cut
     from stages.distill import distill
     from stages.download import download
     from stages.embed import embed
@@ -213,17 +214,18 @@ def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]
     return {
         "download": (download, [root / "data/raw", m / "download.json"]),
         "augment": (augment, [root / "data/raw", clean, m / "augment.json"]),
-        "gold": (gold, [clean, models / "gold", m / "gold.json", m / "gold-dev.csv"]),
+        "cut": (cut, [clean, models / "cut", m / "cut.json"]),
+        "gold": (gold, [clean, models / "gold", m / "gold.json", m / "gold-dev.csv", models / "cut"]),
         "sample": (sample, [clean, models / "gold", pairs, m / "sample.json"]),
         "teacher": (teacher, [clean, models / "teacher", m / "teacher.json", m / "teacher-dev.csv"]),
         "embed": (embed, [clean, models / "teacher", root / "data/embed", models / "embed", m / "embed.json",
-                          m / "embed-dev.csv"]),
+                          m / "embed-dev.csv", models / "cut"]),
         "label": (label, [clean, pairs, models / "teacher", silver, m / "label.json", m / "score-density.csv"]),
         "distill": (distill, [clean, pairs, silver, models / "teacher", root / "data/pseudo", models / "bi",
                               models / "cross", m / "distill.json", m / "student-dev.csv", m / "cycles.csv",
-                              models / "embed"]),
+                              models / "embed", models / "cut"]),
         "evaluate": (evaluate, [clean, models / "bi", models / "cross", models / "teacher", models / "gold",
-                                m / "eval.json", m / "test-predictions.csv"]),
+                                m / "eval.json", m / "test-predictions.csv", models / "cut", m / "speed"]),
     }
 
 

@@ -25,7 +25,11 @@ DVC_STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 # Keys a stage tracks but no run here reads, each with the branch that reads it. Kept exact: a key that a
 # run does read must leave this list.
-NOT_RUN: dict[str, dict[str, str]] = {}
+NOT_RUN: dict[str, dict[str, str]] = {
+    # gold tracks student whole; keep decides the cut (stage cut), which gold reads from models/cut, and the mid-run
+    # checkpoint's fingerprint dumps the section whole (pldistill.loop), with checkpoints off in the chains
+    "gold": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on"},
+}
 
 
 def _update(raw: dict, changes: dict) -> dict:
@@ -62,6 +66,8 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
         ("kde under adaptation", "adaptation", ("sample", "label"), kde),
         ("adaptation from a table", "adaptation", ("download",),
          {"adapt": {"dataset": str(pairs), "score_range": [0, 1]}}),
+        ("cut chosen on dev", "augsbert", ("cut", "gold", "embed", "distill", "evaluate"),
+         {"student": {"layers": "auto", "keep": 1}}),
         ("evaluation sets", "augsbert", ("evaluate",),
          {"evaluate": {"extra": [{"name": "pairs", "data": {"dataset": str(pairs)}}]}}),
         ("rtt table", "augsbert", ("augment",), {"augment": {"rtt": {"backend": "table", "table": str(table)}}}),

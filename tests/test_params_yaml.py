@@ -51,7 +51,7 @@ def test_a_section_given_in_part_keeps_its_own_defaults():
     p = parse_params({"trans": {"cross": {"epochs": 2}, "bi": {"lr": 1e-4}}, "student": {"epochs": 3}})
     assert (p.trans.cross.epochs, p.trans.cross.batch_size, p.trans.cross.max_length) == (2, 32, 64)
     assert (p.trans.bi.lr, p.trans.bi.epochs, p.trans.bi.batch_size) == (1e-4, 10, 128)
-    assert (p.student.epochs, p.student.lr, p.student.layers) == (3, 1e-4, (0, 2, 4))
+    assert (p.student.epochs, p.student.lr, p.student.layers, p.student.keep) == (3, 1e-4, "auto", 2)
     assert p.teacher.epochs == RAW["teacher"]["epochs"]
 
 

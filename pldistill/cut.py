@@ -1,0 +1,94 @@
+"""Which layers a pruned student keeps. ``student.layers: auto`` scores every cut of ``student.keep`` layers of
+``student.model``, untrained, on the dev pairs (the Spearman of the cosine against the gold score) and keeps the
+best: a cut's untrained score is where its training starts, and its encode cost depends on how many layers it
+keeps, not which (docs/fast-student.md: on STS-B, [0, 5] is the best 2-layer start and the best after training).
+
+Stage cut writes the ranking (``CUT_FILE`` in its folder, a cached artifact); the stages that build the student
+(gold, embed, distill, evaluate) read the choice through ``resolve``, so no other code sees ``auto``."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from math import comb
+from pathlib import Path
+
+import pandas as pd
+
+from pldistill.config import ConfigError, Params
+from pldistill.metrics import correlation
+from pldistill.models import BiEncoder, prune_layers
+
+CUT_FILE = "cut.json"
+MAX_CUTS = 256  # C(12, 2) = 66, C(12, 3) = 220 fit; past this, name the layers (student.layers: [0, 5, 11])
+
+
+def depth(model: BiEncoder) -> int:
+    """How many transformer layers ``model`` has."""
+    return int(BiEncoder._transformer(model.model).config.num_hidden_layers)
+
+
+def cuts(total: int, keep: int, spec: str) -> list[tuple[int, ...]]:
+    """Every choice of ``keep`` of ``total`` layers, in order; an error naming the keys when there are too many."""
+    if keep > total:
+        raise ConfigError(f"student.keep {keep}: {spec} has only {total} transformer layers; set student.keep to at "
+                          f"most {total} (or student.layers to null for the whole model)")
+    if comb(total, keep) > MAX_CUTS:
+        raise ConfigError(f"student.keep {keep} of {spec}'s {total} layers: {comb(total, keep)} cuts to score, more "
+                          f"than {MAX_CUTS}; name the layers instead (student.layers: [...])")
+    return list(itertools.combinations(range(total), keep))
+
+
+def dev_spearman(model: BiEncoder, dev: pd.DataFrame, batch_size: int) -> float:
+    """The untrained model's Spearman x100 on ``dev``, scored in fp32 (the same ranking on every CPU)."""
+    return correlation(model.score(dev["sentence1"], dev["sentence2"], batch_size, False), dev["score"])["spearman"]
+
+
+def rank(whole: BiEncoder, keep: int, dev: pd.DataFrame, batch_size: int) -> list[dict]:
+    """Every ``keep``-layer cut of ``whole`` with its untrained dev Spearman, best first (ties: the earlier cut)."""
+    rows = []
+    for layers in cuts(depth(whole), keep, whole.name):
+        model = copy.deepcopy(whole.model)  # (one load, a copy a cut: the weights read from disk once)
+        prune_layers(BiEncoder._transformer(model), layers, whole.name)
+        rows.append({"layers": list(layers), "dev": dev_spearman(BiEncoder(model, whole.name), dev, batch_size)})
+        print(f"cut {list(layers)}: dev {rows[-1]['dev']}", flush=True)
+    return sorted(rows, key=lambda r: (-r["dev"], r["layers"]))
+
+
+def choose(params: Params, dev: pd.DataFrame) -> dict:
+    """What stage cut writes: the layers the student keeps (null: the whole model) and, for ``auto``, why."""
+    sp = params.student
+    if sp.layers != "auto":
+        return {"layers": None if sp.layers is None else list(sp.layers), "chosen_by": "student.layers"}
+    whole = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    total = depth(whole)
+    if sp.keep == total:
+        return {"layers": None, "chosen_by": f"student.keep {sp.keep}: every layer of the model", "keep": sp.keep}
+    ranking = rank(whole, sp.keep, dev, params.evaluate.batch_size)
+    return {"layers": ranking[0]["layers"], "chosen_by": "dev", "keep": sp.keep, "of": total,
+            "dev": ranking[0]["dev"], "whole_dev": dev_spearman(whole, dev, params.evaluate.batch_size),
+            "ranking": ranking}
+
+
+def read(cut_dir: Path) -> dict:
+    """Stage cut's choice, read back; an error saying how to make it when it is missing or unreadable."""
+    path = cut_dir / CUT_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: student.layers is auto, but stage cut's choice cannot be read ({err}); "
+                          "run it: dvc repro cut") from None
+
+
+def resolve(params: Params, cut_dir: Path | None) -> Params:
+    """``params`` with ``student.layers: auto`` replaced by the cut stage cut chose (in ``cut_dir``); unchanged
+    otherwise."""
+    if params.student.layers != "auto":
+        return params
+    if cut_dir is None:
+        raise ConfigError("student.layers is auto: the stage needs stage cut's folder (--cut models/cut); or set "
+                          "student.layers to a list of layers or null")
+    layers = read(cut_dir)["layers"]
+    student = params.student.model_copy(update={"layers": None if layers is None else tuple(layers)})
+    return params.model_copy(update={"student": student})

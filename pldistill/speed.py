@@ -1,0 +1,46 @@
+"""Speed measured where quality is: each model scores the same pairs as a reference model (the student's start,
+whole), in turns, round after round, so a change of load on the machine hits all of them alike. A model's speed is
+the median over rounds of (the reference's seconds / the model's seconds) in that round: 2.0 is twice as fast.
+
+Scoring a pair is what every model here does (a bi-encoder encodes both sentences and takes the cosine, a
+cross-encoder reads the pair), so one figure serves students, baselines and teachers of any kind."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Scorer(Protocol):
+    def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int, bf16: bool | str,
+              progress: bool = False) -> object: ...
+
+
+def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: int, bf16: bool | str) -> float:
+    t0 = time.perf_counter()
+    model.score(s1, s2, batch_size, bf16)
+    return time.perf_counter() - t0
+
+
+def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: Sequence[str], batch_size: int,
+           bf16: bool | str, rounds: int) -> dict[str, dict]:
+    """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, and the
+    pairs per second of the model and of the reference (medians)."""
+    everyone = {"reference": reference, **models}
+    for m in everyone.values():  # warm-up: allocator, kernels, a backend's first-call choice
+        _seconds(m, s1[:batch_size], s2[:batch_size], batch_size, bf16)
+    seconds: dict[str, list[float]] = {name: [] for name in everyone}
+    for _ in range(rounds):
+        for name, m in everyone.items():
+            seconds[name].append(_seconds(m, s1, s2, batch_size, bf16))
+    ref = seconds.pop("reference")
+    out = {}
+    for name, mine in seconds.items():
+        per_round = [r / s for r, s in zip(ref, mine)]
+        out[name] = {"speed": round(statistics.median(per_round), 2),
+                     "per_round": [round(x, 2) for x in per_round],
+                     "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
+                     "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1)}
+    return out
