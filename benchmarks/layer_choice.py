@@ -1,5 +1,8 @@
 """Which layers a pruned student should keep: every k-of-n cut of a model, scored untrained on dev.
 
+Stage cut does this in the pipeline (student.layers: auto, student.keep: k); this script prints the ranking of
+several depths at once, with a split shown beside dev that never ranks.
+
 A cut's start is where its training begins (all-MiniLM-L6-v2 cut to [0, 2, 4] starts at 67.41 test). This ranks
 every subset of ``--keep`` layers by the dev Spearman of its cosine, with no training; ``--report`` adds a split
 that is shown, never used to rank (e.g. test). The encode cost depends on how many layers are kept, not which.
@@ -11,30 +14,26 @@ that is shown, never used to rank (e.g. test). The encode cost depends on how ma
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from pldistill import schemas
+from pldistill import cut, schemas
 from pldistill.device import cpu_flags
 from pldistill.models import BiEncoder, native_bf16
-from pldistill.training import correlation
 
 
 def rank(model: str, keep: int, splits: dict[str, pd.DataFrame], max_length: int = 128,
          batch_size: int = 64) -> list[dict]:
-    """Every ``keep``-layer cut of ``model`` with its Spearman on each split, best on ``splits["dev"]`` first."""
-    total = BiEncoder.load(model, max_length).model[0].auto_model.config.num_hidden_layers
-    rows = []
-    for layers in itertools.combinations(range(total), keep):
-        cut = BiEncoder.load(model, max_length, layers=layers)
-        rows.append({"layers": list(layers), **{name: correlation(
-            cut.score(df["sentence1"], df["sentence2"], batch_size, False), df["score"])["spearman"]
-            for name, df in splits.items()}})
-    return sorted(rows, key=lambda r: -r["dev"])
+    """Every ``keep``-layer cut of ``model`` with its Spearman on each split, best on ``splits["dev"]`` first: stage
+    cut's ranking (pldistill.cut.rank), with the other splits scored beside it."""
+    rows = cut.rank(BiEncoder.load(model, max_length), keep, splits["dev"], batch_size)
+    for r in rows:
+        alone = BiEncoder.load(model, max_length, layers=r["layers"])
+        r.update({name: cut.dev_spearman(alone, df, batch_size) for name, df in splits.items() if name != "dev"})
+    return rows
 
 
 def main() -> None:

@@ -77,7 +77,8 @@ def main() -> None:
         out = w / f"p{processes}t{threads}"
         params = parse_params({"seed": args.seed, "processes": processes,
                                "label": {"batch_size": 64, "bf16": False}, "evaluate": {"bf16": False},
-                               "student": {"epochs": 1, "batch_size": 16, "evals_per_epoch": 2}})
+                               "student": {"epochs": 1, "batch_size": 16, "evals_per_epoch": 2,
+                                           "layers": [0, 2, 4]}})  # named: no stage cut runs here
         pfile = out / "params.yaml"
         out.mkdir(parents=True, exist_ok=True)
         pfile.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
@@ -87,7 +88,7 @@ def main() -> None:
                          "--report", str(out / "label.json"), "--density", str(out / "density.csv")], threads)
         gold_s = timed([*launch, "stages.gold", "--params", str(pfile), "--clean", str(w / "clean"),
                         "--out", str(out / "gold"), "--report", str(out / "gold.json"),
-                        "--curve", str(out / "curve.csv")],
+                        "--curve", str(out / "curve.csv"), "--cut", str(out / "cut")],
                        threads)
         silver[name] = schemas.read(out / "silver" / schemas.SILVER_FILE, schemas.PSEUDO)["score"].to_numpy()
         report = json.loads((out / "gold.json").read_text())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import cleaning, datasets
+from pldistill import cleaning, cut, datasets
 from pldistill.config import DataParams
 from pldistill.training import split_scores, train_bi_encoder
 from pldistill.validate import load_params
@@ -60,6 +60,9 @@ def main() -> None:
     ep = params.evaluate
     base = params.student.model_copy(update={"evals_per_epoch": 5, "seed_stop": args.stop})
     data = stsb(args.stsb, params.seed)
+    if base.layers == "auto":  # what stage cut would choose: every cut of student.keep layers, scored untrained on dev
+        chosen = cut.choose(params, data["dev"])["layers"]
+        base = base.model_copy(update={"layers": None if chosen is None else tuple(chosen)})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for r in range(args.repeats):

@@ -201,6 +201,9 @@ class _Backended:
         path = resolve(spec)
         with _hub_errors(spec, path):
             model = cls._open(path, max_length, trust_remote_code)
+        if isinstance(layers, str):  # student.layers auto reaches a model only as stage cut's choice
+            raise ModelError(f"{spec}: layers {layers!r} is not a list of layers; stage cut resolves student.layers "
+                             "auto (pldistill.cut.resolve) before a model is loaded")
         if layers is not None:
             prune_layers(cls._transformer(model), layers, spec)
         return cls(model, spec, backend)

@@ -1,0 +1,117 @@
+"""The README's STS Benchmark rows as DVC experiments: queue them (`dvc exp run --queue`), run the queue, tabulate.
+
+Each row is the pipeline itself with `-S` settings: the data settings every row shares (STS-B, 1,000 gold training
+pairs, the other training pairs given without their scores) and the row's own. Nothing here trains or caches
+anything: DVC runs the experiments, and the table is read back from `dvc exp show --json`.
+
+    python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44   # then: dvc queue start
+    python benchmarks/stsb_exps.py run --rows default --seeds 42                       # one at a time, in the workspace
+    python benchmarks/stsb_exps.py table                                               # Markdown, mean over seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
+# The data settings of every row (a queued experiment runs in a temporary copy: the archive's path is absolute).
+DATA = {"data.dataset": "stsb", "data.max_train": 1000, "data.unscored": "rest"}
+MPNET_FT = {"teacher.model": "bundled:all-mpnet-base-v2", "teacher.finetune": "true", "teacher.epochs": 4,
+            "teacher.evals_per_epoch": 1, "embed.teacher": "bundled:all-MiniLM-L6-v2"}
+ROWS: dict[str, dict[str, object]] = {
+    "default": {},  # the data settings only: what a user gets
+    "gold-only": {"sample.strategy": "none", "embed.epochs": 0},
+    "embed-given": {"sample.strategy": "given"},
+    "embed-given-mpnet-ft": {"sample.strategy": "given", **MPNET_FT},
+}
+# The columns read back: eval.json keys (dotted) -> the table's header.
+COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
+           "baseline.gold.test.spearman": "gold-only", "baseline.start.test.spearman": "start"}
+
+
+def settings(row: str, seed: int, archive: Path) -> list[str]:
+    """The `-S` arguments of ``row`` at ``seed``."""
+    values = {**DATA, "data.source": str(archive.resolve()), **ROWS[row], "seed": seed}
+    return [arg for k, v in values.items() for arg in ("-S", f"{k}={v}")]
+
+
+def exp_name(row: str, seed: int) -> str:
+    return f"{row}-s{seed}"
+
+
+def flat(d: dict, prefix: str = "") -> dict[str, object]:
+    """Nested dicts as dotted keys."""
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        out.update(flat(v, f"{key}.") if isinstance(v, dict) else {key: v})
+    return out
+
+
+def experiments(shown: list[dict]) -> dict[str, dict[str, object]]:
+    """Experiment name -> its flattened metrics/eval.json and teacher test score, from `dvc exp show --json`."""
+    found: dict[str, dict[str, object]] = {}
+
+    def visit(node: dict) -> None:
+        data = node.get("data") or {}
+        metrics = (data.get("metrics") or {}).get("metrics/eval.json", {}).get("data")
+        if node.get("name") and metrics:
+            row = flat(metrics)
+            teacher = next((k for k in ("cross", "teacher", "ensemble") if f"{k}.test.spearman" in row), None)
+            row["teacher"] = row.get(f"{teacher}.test.spearman") if teacher else None
+            found[node["name"]] = row
+        for child in node.get("experiments") or []:
+            for rev in child.get("revs") or [child]:
+                visit(rev)
+
+    for node in shown:
+        visit(node)
+    return found
+
+
+def table(found: dict[str, dict[str, object]]) -> str:
+    """One line per row: the mean over its seeds of each column, and the seeds it has."""
+    header = ["row", "seeds", *COLUMNS.values(), "teacher"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in ROWS:
+        runs = {name: r for name, r in found.items() if name.rsplit("-s", 1)[0] == row}
+        if not runs:
+            continue
+        cells = []
+        for key in [*COLUMNS, "teacher"]:
+            vals = [float(r[key]) for r in runs.values() if isinstance(r.get(key), int | float)]
+            cells.append(f"{statistics.mean(vals):.2f}" if vals else "—")
+        seeds = ",".join(sorted(n.rsplit("-s", 1)[1] for n in runs))
+        lines.append(f"| {row} | {seeds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("action", choices=["queue", "run", "table"])
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"some of {', '.join(ROWS)}")
+    ap.add_argument("--seeds", default="42,43,44")
+    ap.add_argument("--archive", type=Path, default=ARCHIVE, help="the official STS Benchmark archive")
+    a = ap.parse_args()
+    if a.action == "table":
+        shown = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
+                                          capture_output=True, text=True).stdout)
+        print(table(experiments(shown)))
+        return
+    for row in a.rows.split(","):
+        if row not in ROWS:
+            raise SystemExit(f"--rows: unknown row {row!r}; expected some of {', '.join(ROWS)}")
+        for seed in map(int, a.seeds.split(",")):
+            queue = ["--queue"] if a.action == "queue" else []
+            cmd = ["dvc", "exp", "run", *queue, "-n", exp_name(row, seed), *settings(row, seed, a.archive)]
+            print(" ".join(cmd), flush=True)
+            subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()

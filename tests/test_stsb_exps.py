@@ -1,0 +1,33 @@
+"""benchmarks/stsb_exps.py: the README's STS-B rows as `dvc exp run -S ...`, read back from `dvc exp show --json`."""
+
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from stsb_exps import experiments, settings, table  # benchmarks/ is a folder of scripts, not a package
+
+
+def _exp(name: str, student: float, speed: float) -> dict:
+    return {"rev": name, "name": name, "data": {"metrics": {"metrics/eval.json": {"data": {
+        "bi": {"test": {"spearman": student}, "dev": {"spearman": 80.0}, "speed": speed},
+        "teacher": {"test": {"spearman": 82.03}},
+        "baseline": {"gold": {"test": {"spearman": 78.0}}, "start": {"test": {"spearman": 60.0}}}}}}}}
+
+
+def test_rows_are_data_settings_plus_their_own_and_the_table_means_seeds():
+    args = settings("gold-only", 43, Path("x.tar.gz"))
+    pairs = dict(zip(args[1::2], args[::2]))  # each setting follows its -S
+    assert set(pairs.values()) == {"-S"} and "seed=43" in pairs and "sample.strategy=none" in pairs
+    assert f"data.source={Path('x.tar.gz').resolve()}" in pairs and "data.unscored=rest" in pairs
+    # dvc exp show --json: the workspace, then each baseline commit with its experiments' revs
+    shown = [{"rev": "workspace", "name": None, "data": {}},
+             {"rev": "abc", "name": "main", "data": {}, "experiments": [
+                 {"revs": [_exp("default-s42", 82.0, 2.6)]}, {"revs": [_exp("default-s43", 83.0, 2.8)]},
+                 {"revs": [_exp("gold-only-s42", 78.0, 2.7)]}]}]
+    found = experiments(shown)
+    assert set(found) == {"default-s42", "default-s43", "gold-only-s42"} and found["default-s42"]["teacher"] == 82.03
+    lines = table(found).splitlines()
+    assert lines[2] == "| default | 42,43 | 82.50 | 80.00 | 2.70 | 78.00 | 60.00 | 82.03 |"
+    assert lines[3].startswith("| gold-only | 42 | 78.00 |") and len(lines) == 4
