@@ -4,9 +4,9 @@ Each row is the pipeline itself with `-S` settings: the data settings every row 
 pairs, the other training pairs given without their scores) and the row's own. Nothing here trains or caches
 anything: DVC runs the experiments, and the table is read back from `dvc exp show --json`.
 
-    python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44   # then: dvc queue start
-    python benchmarks/stsb_exps.py run --rows default --seeds 42                       # one at a time, in the workspace
-    python benchmarks/stsb_exps.py table                                               # Markdown, mean over seeds
+    python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
+    python benchmarks/stsb_exps.py run --rows default --seeds 42    # one at a time (dvc exp run --temp)
+    python benchmarks/stsb_exps.py table                            # Markdown, mean over seeds
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main() -> None:
         if row not in ROWS:
             raise SystemExit(f"--rows: unknown row {row!r}; expected some of {', '.join(ROWS)}")
         for seed in map(int, a.seeds.split(",")):
-            queue = ["--queue"] if a.action == "queue" else []
+            queue = ["--queue"] if a.action == "queue" else ["--temp"]  # --temp: the workspace stays as it is
             cmd = ["dvc", "exp", "run", *queue, "-n", exp_name(row, seed), *settings(row, seed, a.archive)]
             print(" ".join(cmd), flush=True)
             subprocess.run(cmd, cwd=ROOT, check=True)

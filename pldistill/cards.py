@@ -50,9 +50,15 @@ def render(c: dict) -> str:
 
 
 
-def teacher_card(dataset: str, members: list[str]) -> str:
-    """The README.md of a teacher folder (pldistill.teachers): its members and how to score with it."""
+def teacher_card(dataset: str, members: list[str], candidates: list[dict] | None = None) -> str:
+    """The README.md of a teacher folder (pldistill.teachers): its members (and, when it was chosen among
+    candidates, each one's dev score) and how to score with it."""
     rows = "\n".join(f"- `member-{i:02d}/`: {m}" for i, m in enumerate(members))
+    if candidates:
+        rows += "\n\nChosen on dev among these candidates (teacher.candidates), dev Spearman x100:\n\n" + "\n".join(
+            f"- {c['kind']}-encoder {c['model']}, {'fine-tuned on gold' if c['finetuned'] else 'as given'}: "
+            + (f"{c['dev_spearman']}{' (chosen)' if c['chosen'] else ''}" if "dev_spearman" in c
+               else f"skipped ({c['skipped']})") for c in candidates)
     kind = "An ensemble of teachers" if len(members) > 1 else "A teacher"
     return (f"# Teacher\n\n{kind} for {dataset}, made by pldistill {__version__}. Each member's score is put "
             f"on the gold scale by the calibration in `teacher.json` (fitted on dev); the teacher's score is the "

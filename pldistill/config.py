@@ -306,7 +306,7 @@ class KDEParams(_Section):
 
 
 class SampleParams(_Section):
-    strategy: str = "bm25"
+    strategy: str = "auto"  # auto: given when data.unscored names given pairs, else bm25 (Params resolves it)
     top_k: int = Field(10, ge=1, le=100)
     query_chunk: int = Field(256, ge=1)
     bm25: BM25Params = BM25Params()
@@ -428,29 +428,44 @@ class TeacherMember(TrainParams):
 
 
 class TeacherParams(TeacherMember):
-    """The teacher section: the first member, and ``members`` for an ensemble (each inherits every key
-    it does not set from this section)."""
+    """The teacher section: the first member, and ``members`` for an ensemble, or ``candidates``, teachers tried
+    beside it of which the best on dev labels (each of them inherits every key it does not set from this section)."""
 
     members: tuple[TeacherMember, ...] = ()
+    candidates: tuple[TeacherMember, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
     def _members_inherit(cls, raw: object) -> object:
-        if isinstance(raw, dict) and raw.get("members"):
-            own = {k: v for k, v in raw.items() if k != "members"}
-            raw = {**raw, "members": [{**own, **m} if isinstance(m, dict) else m for m in raw["members"]]}
+        if isinstance(raw, dict):
+            own = {k: v for k, v in raw.items() if k not in ("members", "candidates")}
+            for key in ("members", "candidates"):
+                if raw.get(key):
+                    raw = {**raw, key: [{**own, **m} if isinstance(m, dict) else m for m in raw[key]]}
         return raw
+
+    @model_validator(mode="after")
+    def _members_or_candidates(self) -> TeacherParams:
+        if self.members and self.candidates:
+            raise ValueError("members (an ensemble, every member labels) and candidates (the best on dev labels "
+                             "alone) do not mix; set one of them to []")
+        return self
 
     @property
     def ensemble(self) -> tuple[TeacherMember, ...]:
         """Every member, this section's own first."""
-        return (TeacherMember(**self.model_dump(exclude={"members"})), *self.members)
+        return (TeacherMember(**self.model_dump(exclude={"members", "candidates"})), *self.members)
+
+    @property
+    def tried(self) -> tuple[TeacherMember, ...]:
+        """With candidates: this section's own teacher and each candidate, in order (the best on dev is kept)."""
+        return (self.ensemble[0], *self.candidates)
 
     @property
     def plain(self) -> bool:
         """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
-        return (not self.members and self.kind == "cross" and self.finetune and self.calibration == "none"
-                and self.layers is None)
+        return (not self.members and not self.candidates and self.kind == "cross" and self.finetune
+                and self.calibration == "none" and self.layers is None)
 
 
 class MutualModel(_Section):
@@ -555,7 +570,8 @@ class EmbedParams(StepParams):
     """Embedding distillation (stage embed): the student learns the teacher's sentence embeddings before its pairs."""
 
     epochs: int = Field(0, ge=0)  # 0: off
-    teacher: str | None = None  # whose embeddings: None, the stage teacher's bi-encoders | a bi-encoder spec
+    teacher: str | None = "auto"  # whose embeddings: auto (a cut student: its whole model; else the stage teacher's)
+                                  # | None, the stage teacher's bi-encoders | a bi-encoder spec
     corpus: str | None = None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
     max_corpus: int | None = Field(None, ge=1)  # at most this many corpus sentences (drawn with the seed)
     sources: tuple[str, ...] = EMBED_SOURCES  # the task's sentences it learns: train pairs, given pairs, paraphrases
@@ -630,6 +646,9 @@ class EvaluateParams(InferenceParams):
         return v
 
 
+MPNET = "bundled:all-mpnet-base-v2"  # the stronger bundled model: a teacher candidate by default (make mpnet)
+
+
 class Params(_Section):
     seed: int = Field(42, ge=0)
     cycles: int = Field(1, ge=1)
@@ -639,7 +658,9 @@ class Params(_Section):
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
-    teacher: TeacherParams = TeacherParams(epochs=4)
+    teacher: TeacherParams = TeacherParams.model_validate({"epochs": 4, "candidates": [  # MPNet as given, fine-tuned
+        {"model": MPNET, "kind": "bi", "finetune": False, "calibrate": "auto"},
+        {"model": MPNET, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1}]})
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: StudentParams = StudentParams(epochs=2, lr=1e-4)  # pruned: needs more than 2e-5
     embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
@@ -650,6 +671,19 @@ class Params(_Section):
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
 
     _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_strategy(cls, raw: object) -> object:
+        # sample.strategy auto: the pairs the user gave (data.unscored) are what the teacher labels (measured on STS-B:
+        # the best student of docs/fast-student.md learned them); without any, BM25 pairs of the training sentences
+        if not isinstance(raw, dict):
+            return raw
+        sample = raw.get("sample") if isinstance(raw.get("sample"), dict) else {}
+        if sample.get("strategy", "auto") != "auto":
+            return raw
+        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        return {**raw, "sample": {**sample, "strategy": "bm25" if data.get("unscored") is None else "given"}}
 
     @model_validator(mode="after")
     def _recipe_cycles(self) -> Params:

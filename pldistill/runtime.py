@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import inspect
 import json
 import os
 import signal
@@ -124,11 +125,14 @@ def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool) -> str:
 
 
 def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None) -> dict:
-    """Parse ``--params`` and one ``--<path>`` option per name in ``paths``, run ``fn``, print its report."""
+    """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
+    defaults to None), run ``fn``, print its report."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     ap.add_argument("--params", default="params.yaml", type=Path)
+    defaults = inspect.signature(fn).parameters
     for name in paths:
-        ap.add_argument(f"--{name.replace('_', '-')}", required=True, type=Path, dest=name)
+        optional = name in defaults and defaults[name].default is None
+        ap.add_argument(f"--{name.replace('_', '-')}", required=not optional, type=Path, dest=name)
     ap.add_argument("--live", type=Path, default=None, help="a DVCLive folder for training curves and system metrics")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

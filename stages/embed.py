@@ -32,7 +32,7 @@ def skipped(params: Params) -> str | None:
         starts = [name for name, r in registry.REGISTRY.items() if r.embed_start]
         return (f"recipe {recipe.name} does not start its student from stage embed (its own distillation runs in "
                 f"stage distill); embedding distillation applies to {' and '.join(starts)}")
-    if params.embed.teacher is None and all(m.kind == "cross" for m in params.teacher.ensemble):
+    if embed_teacher(params) is None and all(m.kind == "cross" for m in params.teacher.ensemble):
         return ("every teacher member is a cross-encoder, which scores pairs and embeds no sentence, so there are no "
                 "embeddings to learn: the student starts from student.model (name a bi-encoder in embed.teacher, "
                 "e.g. the student's own whole model, or add one to teacher.members, or set embed.epochs to 0 to say "
@@ -40,24 +40,35 @@ def skipped(params: Params) -> str | None:
     return None
 
 
+def embed_teacher(params: Params) -> str | None:
+    """embed.teacher resolved: ``auto`` is a cut student's own whole model (student.model: the space it was cut
+    from, learned fastest; docs/fast-student.md) and otherwise the stage teacher's bi-encoders (None)."""
+    spec = params.embed.teacher
+    if spec == "auto":
+        return params.student.model if params.student.layers is not None else None
+    return spec
+
+
 def _embedder(params: Params, teacher: Path) -> tuple[list[BiEncoder], str, str]:
     """Whose embeddings the student learns: the stage teacher's bi-encoder members, or embed.teacher. Returns the
     models, the key their embeddings are stored under (kind, spec and weights' hash) and a line for the card."""
-    spec = params.embed.teacher
+    spec = embed_teacher(params)
     if spec is None:
         tutor = Teacher.load(teacher, params.teacher.max_length)
         return embedding.bi_members(tutor), tutor.labeller(teacher), " + ".join(m.describe for m in tutor.members)
-    tp = params.teacher  # its length and remote-code switch: a teacher's, as the stage teacher's members
-    model = BiEncoder.load(spec, tp.max_length, tp.trust_remote_code)
-    return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} (embed.teacher)"
+    tp = params.teacher  # its length and remote-code switch: a teacher's, as the stage teacher's members (auto, the
+    # student's own model: the student's switch)
+    own = params.embed.teacher == "auto"
+    model = BiEncoder.load(spec, tp.max_length, params.student.trust_remote_code if own else tp.trust_remote_code)
+    how = "the student's whole model" if own else "embed.teacher"
+    return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} ({how})"
 
 
 def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path,
           cut: Path | None = None) -> dict:
     """Write the teacher's embeddings (``out``) and the student that learned them (``model``); return the report."""
+    params = resolve(params, cut)  # student.layers auto: the layers stage cut chose
     why = skipped(params)
-    if why is None:
-        params = resolve(params, cut)
     if why:
         print(f"embed: {why}")
         for d in (out, model):

@@ -67,7 +67,7 @@ def tiny(model_dir: Path) -> Params:
     model = str(model_dir)
     train = {"model": model, "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
-    teacher = {**train, "kind": "cross", "finetune": True}
+    teacher = {**train, "kind": "cross", "finetune": True, "candidates": []}  # (no MPNet candidate in the tests)
     return parse_params({"seed": 7, "teacher": teacher, "student": {**train, "layers": None}, "sample": {"top_k": 2},
                          "label": {"batch_size": 16, "bf16": False}, "evaluate": {"bf16": False}})
 
@@ -88,7 +88,7 @@ def make_project(dest: Path, model_dir: Path) -> Path:
             shutil.copy2(ROOT / rel, dest / rel)
     params = yaml.safe_load((dest / "params.yaml").read_text())
     tiny = {"model": str(model_dir), "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32}
-    params["teacher"].update(tiny)
+    params["teacher"].update({**tiny, "candidates": []})
     params["student"].update({**tiny, "layers": [0]})  # the default student is pruned; the tiny model has 2 layers
     params["data"]["max_train"] = 60
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -108,6 +108,21 @@ def test_embed_teacher_gives_a_cross_encoder_teacher_embeddings_to_learn(chains,
     assert f"bi-encoder {spec} (embed.teacher)" in (root / "models/embed/README.md").read_text()
 
 
+def test_auto_has_a_cut_student_learn_its_own_whole_model_beside_a_cross_encoder_teacher(chains, tmp_path):
+    chain = chains("augsbert")  # its teacher: one cross-encoder; its student: the tiny model whole
+    assert chain.params.embed.teacher == "auto" and skipped(chain.params) is not None  # whole: the teacher's, none
+    root = chain.copy_to(tmp_path / "chain")
+    params = _with(chain.params, student={"layers": [1]}, embed={"epochs": 1, "batch_size": 8})
+    run_chain(params, root, ("cut", "embed"))
+    spec = params.student.model  # the model the student was cut from, whole
+    frame = schemas.read(root / "data/embed/teacher.parquet", schemas.EMBEDDINGS)
+    want = BiEncoder.load(spec, params.teacher.max_length).encode(list(frame["sentence"]), 16, False)
+    np.testing.assert_allclose(np.stack(frame["embedding"].to_numpy()), want, atol=1e-5)
+    assert json.loads((root / "data/embed/meta.json").read_text())["teacher"].startswith(f"bi:{spec}@")
+    assert f"bi-encoder {spec} (the student's whole model)" in (root / "models/embed/README.md").read_text()
+    assert json.loads((root / "models/embed/config.json").read_text())["num_hidden_layers"] == 1
+
+
 def test_embed_off_and_other_recipes_say_why_nothing_is_trained(tiny_params):
     assert "embed.epochs 0" in skipped(_with(tiny_params, teacher={"kind": "bi"}, embed={"epochs": 0}))
     assert "recipe trans-encoder does not start" in skipped(_with(tiny_params, recipe="trans-encoder",

