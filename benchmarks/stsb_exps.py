@@ -66,6 +66,8 @@ def experiments(shown: list[dict]) -> dict[str, dict[str, object]]:
             row["teacher"] = row.get(f"{teacher}.test.spearman") if teacher else None
             found[node["name"]] = row
         for child in node.get("experiments") or []:
+            if child.get("executor"):  # queued or running: its data are still the baseline's
+                continue
             for rev in child.get("revs") or [child]:
                 visit(rev)
 

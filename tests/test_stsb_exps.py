@@ -25,7 +25,8 @@ def test_rows_are_data_settings_plus_their_own_and_the_table_means_seeds():
     shown = [{"rev": "workspace", "name": None, "data": {}},
              {"rev": "abc", "name": "main", "data": {}, "experiments": [
                  {"revs": [_exp("default-s42", 82.0, 2.6)]}, {"revs": [_exp("default-s43", 83.0, 2.8)]},
-                 {"revs": [_exp("gold-only-s42", 78.0, 2.7)]}]}]
+                 {"revs": [_exp("gold-only-s42", 78.0, 2.7)]},
+                 {"executor": {"state": "running"}, "revs": [_exp("gold-only-s43", 87.0, 2.7)]}]}]  # baseline's
     found = experiments(shown)
     assert set(found) == {"default-s42", "default-s43", "gold-only-s42"} and found["default-s42"]["teacher"] == 82.03
     lines = table(found).splitlines()
