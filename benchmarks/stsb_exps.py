@@ -101,7 +101,8 @@ def main() -> None:
     ap.add_argument("--archive", type=Path, default=ARCHIVE, help="the official STS Benchmark archive")
     a = ap.parse_args()
     if a.action == "table":
-        shown = json.loads(subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
+        # --all-commits: experiments made on earlier commits too (their names say the row and seed)
+        shown = json.loads(subprocess.run(["dvc", "exp", "show", "--json", "--all-commits"], cwd=ROOT, check=True,
                                           capture_output=True, text=True).stdout)
         print(table(experiments(shown)))
         return
