@@ -23,14 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
+from pldistill.device import peak_rss_mb
+
 
 def peak_mb() -> float:
-    """This process's peak RSS: VmHWM, which starts afresh at exec. (``ru_maxrss`` would not do: Linux
-    carries the forking parent's resident size into it.)"""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024  # kB
-    raise OSError("no VmHWM in /proc/self/status: peak RSS is measured on Linux only")
+    """This process's peak RSS (pldistill.device.peak_rss_mb)."""
+    peak = peak_rss_mb()
+    if peak is None:
+        raise OSError("no VmHWM in /proc/self/status: peak RSS is measured on Linux only")
+    return peak
 
 
 def params(batch_size: int):

@@ -6,6 +6,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
 
     python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
     python benchmarks/stsb_exps.py run --rows default --seeds 42    # one at a time (dvc exp run --temp)
+    python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
     python benchmarks/stsb_exps.py table                            # Markdown, mean over seeds
 """
 
@@ -23,20 +24,37 @@ ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 DATA = {"data.dataset": "stsb", "data.max_train": 1000, "data.unscored": "rest"}
 MPNET_FT = {"teacher.model": "bundled:all-mpnet-base-v2", "teacher.finetune": "true", "teacher.epochs": 4,
             "teacher.evals_per_epoch": 1, "embed.teacher": "bundled:all-MiniLM-L6-v2"}
+CORPUS = "{corpus}"  # a row's placeholder for --corpus, an absolute path (a queued run is in a temporary copy)
 ROWS: dict[str, dict[str, object]] = {
     "default": {},  # the data settings only: what a user gets
     "gold-only": {"sample.strategy": "none", "embed.epochs": 0},
     "embed-given": {"sample.strategy": "given"},
     "embed-given-mpnet-ft": {"sample.strategy": "given", **MPNET_FT},
+    # the default with the 147,055-sentence corpus of benchmarks/corpus.py in the embedding step (--corpus): one pass
+    # over its ~157k sentences is three times the steps of the default's five over the task's ~10k; four dev
+    # evaluations in it keep the best point
+    "corpus": {"embed.corpus": CORPUS, "embed.epochs": 1, "embed.evals_per_epoch": 4},
+    # the cross-encoder benchmarks/label_throughput.py and prefetch.py time (models/teacher/member-00 of
+    # `dvc exp apply cross-2000-s42`): MiniLM fine-tuned on 2,000 gold pairs, 1 epoch, lr 5e-5; nothing else runs
+    "cross-2000": {"data.max_train": 2000, "teacher.kind": "cross", "teacher.finetune": "true", "teacher.epochs": 1,
+                   "teacher.lr": 5e-5, "teacher.evals_per_epoch": 1, "teacher.candidates": "[]",
+                   "sample.strategy": "none", "embed.epochs": 0},
 }
 # The columns read back: eval.json keys (dotted) -> the table's header.
 COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
            "baseline.gold.test.spearman": "gold-only", "baseline.start.test.spearman": "start"}
 
 
-def settings(row: str, seed: int, archive: Path) -> list[str]:
+def settings(row: str, seed: int, archive: Path, corpus: Path | None = None) -> list[str]:
     """The `-S` arguments of ``row`` at ``seed``."""
-    values = {**DATA, "data.source": str(archive.resolve()), **ROWS[row], "seed": seed}
+    own = dict(ROWS[row])
+    for k, v in own.items():
+        if v == CORPUS:
+            if corpus is None or not corpus.is_file():
+                raise SystemExit(f"row {row}: --corpus {corpus} is not a file; build it first: python "
+                                 f"benchmarks/corpus.py --out /tmp/corpus.txt --stsb {archive}")
+            own[k] = str(corpus.resolve())
+    values = {**DATA, "data.source": str(archive.resolve()), **own, "seed": seed}
     return [arg for k, v in values.items() for arg in ("-S", f"{k}={v}")]
 
 
@@ -99,6 +117,7 @@ def main() -> None:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"some of {', '.join(ROWS)}")
     ap.add_argument("--seeds", default="42,43,44")
     ap.add_argument("--archive", type=Path, default=ARCHIVE, help="the official STS Benchmark archive")
+    ap.add_argument("--corpus", type=Path, help="the sentences of row corpus (benchmarks/corpus.py --out)")
     a = ap.parse_args()
     if a.action == "table":
         # --all-commits: experiments made on earlier commits too (their names say the row and seed)
@@ -111,7 +130,7 @@ def main() -> None:
             raise SystemExit(f"--rows: unknown row {row!r}; expected some of {', '.join(ROWS)}")
         for seed in map(int, a.seeds.split(",")):
             queue = ["--queue"] if a.action == "queue" else ["--temp"]  # --temp: the workspace stays as it is
-            cmd = ["dvc", "exp", "run", *queue, "-n", exp_name(row, seed), *settings(row, seed, a.archive)]
+            cmd = ["dvc", "exp", "run", *queue, "-n", exp_name(row, seed), *settings(row, seed, a.archive, a.corpus)]
             print(" ".join(cmd), flush=True)
             subprocess.run(cmd, cwd=ROOT, check=True)
 

@@ -36,3 +36,16 @@ def cpu_flags() -> str:
     flags = set(re.search(r"flags\s*:\s*(.*)", info).group(1).split()) if "flags" in info else set()
     keep = sorted(f for f in flags if re.match(r"(avx|amx|fma|f16c|sse4)", f))
     return f"{name.group(1) if name else '?'}; {' '.join(keep)}"
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MiB (Linux's VmHWM, which starts afresh at exec; ``ru_maxrss``
+    would carry a forking parent's size); None where /proc is not there to ask."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)  # kB
+    return None

@@ -13,10 +13,7 @@ import numpy as np
 from scipy.integrate import trapezoid
 from scipy.stats import gaussian_kde
 
-
-class SelectionError(ValueError):
-    """KDE selection cannot run on these scores; the message says why and what to change."""
-
+from pldistill.errors import SelectionError
 
 _FLOOR = 1e-12  # density floor so log(p / q) stays finite where the silver density underflows
 KL_POINTS = 1001  # per-range grid points for KL(gold||silver)

@@ -182,11 +182,11 @@ class DSE(Trainable):
 
     @property
     def batch_loss(self) -> BatchLoss:
-        raise TypeError("a DSE student learns teacher logits mixed with gold labels: fit(..., loss=dse_loss_fn(alpha, "
-                        "task))")
+        raise TypeError("a DSE student learns teacher logits mixed with gold labels: train it by "
+                        "dse_loss_fn(alpha, task)")
 
     def dse_loss_fn(self, alpha: float, task: str) -> BatchLoss:
-        """A fit() batch loss; target rows are [teacher logit, gold label or NaN]."""
+        """The batch loss it learns by; target rows are [teacher logit, gold label or NaN]."""
 
         def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
             return losses.dse(self._logits(s1, s2), target[:, 0], target[:, 1], alpha, task)

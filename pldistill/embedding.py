@@ -24,10 +24,11 @@ import torch.nn.functional as F
 from pldistill import losses, schemas, store
 from pldistill.cleaning import normalise
 from pldistill.config import EmbedParams
-from pldistill.datasets import DataError, read_table
-from pldistill.io import atomic_path
+from pldistill.errors import DataError
+from pldistill.io import ROW_GROUP, atomic_path
 from pldistill.models import BatchLoss, BiEncoder
 from pldistill.numeric import l2_normalise
+from pldistill.reading import read_lines, read_table
 from pldistill.teachers import Teacher
 
 TEACHER_FILE = "teacher.parquet"  # data/embed/: each sentence and the teacher's embedding of it
@@ -39,15 +40,13 @@ class EmbedError(DataError):
 
 
 def read_corpus(path: Path) -> list[str]:
-    """embed.corpus: a .txt (one sentence a line) or a table with a ``sentence`` column."""
+    """embed.corpus: a .txt (one sentence a line) or a table with a ``sentence`` column, read as every table is
+    (pldistill.reading: compressed or not, UTF-8 or UTF-16 with its mark)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: embed.corpus not found; expected a .txt (one sentence a line) or a "
                                 f"table with a sentence column")
     if path.suffix.lower() == ".txt":
-        try:
-            return path.read_text(encoding="utf-8-sig").splitlines()
-        except UnicodeDecodeError as err:
-            raise EmbedError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+        return read_lines(path)
     df, _ = read_table(path)
     if "sentence" not in df.columns:
         raise EmbedError(f"{path}: expected a column named sentence; found {list(df.columns)}")
@@ -61,6 +60,13 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
     A sentence seen in dev or test is held out (counted), so no evaluation sentence is learned."""
     held = schemas.eval_sentences(clean)
     parts: dict[str, list[str]] = {}
+    if params.corpus:  # first: its sentences keep their places (and their stored teacher embeddings, chunk by
+        # chunk) whatever the seed draws of the task's, so a second student reuses them
+        corpus = [normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))]
+        corpus = list(dict.fromkeys(t for t in corpus if len(t) >= min_chars))
+        if params.max_corpus is not None and len(corpus) > params.max_corpus:
+            corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
+        parts["corpus"] = corpus
     if "train" in params.sources:
         parts["train"] = schemas.sentences(clean / "train.parquet")
     if "given" in params.sources:
@@ -68,12 +74,6 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
     if "paraphrases" in params.sources:
         df = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
         parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]
-    if params.corpus:
-        corpus = [normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))]
-        corpus = list(dict.fromkeys(t for t in corpus if len(t) >= min_chars))
-        if params.max_corpus is not None and len(corpus) > params.max_corpus:
-            corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
-        parts["corpus"] = corpus
     seen: dict[str, None] = {}
     counts = {"held_out_eval": 0}
     for name, texts in parts.items():
@@ -107,7 +107,7 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
     (``key``), the chunk's text and how it is encoded, so a rerun after a kill encodes only the rest."""
     root = (root or store.default_root()) / "embed"
     scale = np.float32(1 / np.sqrt(len(models)))
-    out = []
+    out: np.ndarray | None = None  # filled chunk by chunk: the matrix is held once, never beside its pieces
     for start in range(0, len(sentences), CHUNK):
         chunk = sentences[start : start + CHUNK]
         file = root / f"{store.digest({'teacher': key, 'texts': chunk, 'batch': batch_size, 'bf16': bf16})}.npy"
@@ -116,11 +116,15 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
         else:
             emb = np.concatenate([m.encode(chunk, batch_size, bf16, progress=True) * scale for m in models], axis=1)
             file.parent.mkdir(parents=True, exist_ok=True)
+            emb = emb.astype(np.float32)
             with atomic_path(file) as tmp, open(tmp, "wb") as f:
-                np.save(f, emb.astype(np.float32), allow_pickle=False)
-        out.append(emb)
+                np.save(f, emb, allow_pickle=False)
+        if out is None:
+            out = np.empty((len(sentences), emb.shape[1]), np.float32)
+        out[start : start + len(chunk)] = emb
         print(f"embed: teacher embeddings {min(start + CHUNK, len(sentences))}/{len(sentences)}", flush=True)
-    return np.concatenate(out).astype(np.float32)
+    assert out is not None  # gather refuses an empty sentence list
+    return out
 
 
 def pca_projection(emb: np.ndarray, dim: int) -> np.ndarray:
@@ -169,6 +173,14 @@ def embed_loss(student: BiEncoder, params: EmbedParams) -> BatchLoss:
 
 def frame(sentences: list[str], emb: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"sentence": sentences, "embedding": list(emb.astype(np.float32))})
+
+
+def write_embeddings(path: Path, sentences: list[str], emb: np.ndarray) -> None:
+    """data/embed/teacher.parquet, a row group at a time: a corpus's frame of per-row arrays (several times the
+    matrix's size) never exists whole. Under ROW_GROUP rows: one piece, the bytes ``schemas.write`` gives."""
+    with schemas.writer(path, schemas.EMBEDDINGS) as add:
+        for start in range(0, len(sentences), ROW_GROUP):
+            add(frame(sentences[start : start + ROW_GROUP], emb[start : start + ROW_GROUP]))
 
 
 def write_meta(path: Path, meta: dict) -> None:

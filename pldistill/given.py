@@ -11,7 +11,8 @@ import pandas as pd
 
 from pldistill import cleaning, schemas
 from pldistill.config import DataParams
-from pldistill.datasets import DataError, read_table
+from pldistill.errors import DataError
+from pldistill.reading import read_table
 
 
 def _key(a: str, b: str) -> tuple[str, str]:

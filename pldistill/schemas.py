@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from pldistill.errors import SchemaError
 from pldistill.io import ROW_GROUP, atomic_path, write_parquet
 
 # Gold pairs: data/raw/<dataset>/{train,dev,test}.parquet and data/clean/{train,dev,test}.parquet.
@@ -89,10 +90,6 @@ def pseudo_file(cycle: int, labeller: str | None = None) -> str:
     """cycle-01.parquet: what the student learned in cycle 1; cycle-01-cross.parquet: the labels the
     cross-encoder(s) gave in cycle 1 of a recipe where several models label (trans-encoder)."""
     return f"cycle-{cycle:02d}.parquet" if labeller is None else f"cycle-{cycle:02d}-{labeller}.parquet"
-
-
-class SchemaError(ValueError):
-    """An artifact does not match the schema the next stage expects."""
 
 
 def _rerun(path: Path) -> str:

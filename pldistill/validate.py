@@ -1,17 +1,18 @@
-"""params.yaml checked whole before a stage starts: pldistill.config's types and rules, plus the names only
-the registries know, each taken from its registry (recipes, named datasets, sampling strategies, round-trip
-translation backends).
+"""params.yaml checked whole before a stage starts: pldistill.config's types and rules, plus the names the
+registries hold (recipes, named datasets, sampling strategies, round-trip translation backends), read from
+pldistill.names, so checking params imports none of the code behind them.
 
-config sits at the bottom of the import graph and imports no registry; this module sits above both and
-hands config the registries' names, so a bad name is reported like any other bad value: its key, what is
-allowed, what was found. Stage command lines (pldistill.runtime) load params through here.
+config imports no registry; this module hands it the names, so a bad name is reported like any other bad
+value: its key, what is allowed, what was found. Stage command lines (pldistill.runtime) load params
+through here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import config, datasets, recipes, rtt, sampling
+from pldistill import config
+from pldistill import names as registered
 from pldistill.config import ConfigError, Params
 
 __all__ = ["ConfigError", "Params", "load_params", "names", "parse_params"]
@@ -20,10 +21,10 @@ __all__ = ["ConfigError", "Params", "load_params", "names", "parse_params"]
 def names() -> config.Names:
     """Each registry's names, keyed as config's validators ask for them."""
     return {
-        "recipe": recipes.RECIPES,
-        "dataset": tuple(datasets.LOADERS),
-        "strategy": tuple(sampling.REGISTRY),
-        "rtt_backend": ("none", *rtt.BACKENDS),
+        "recipe": registered.RECIPES,
+        "dataset": registered.DATASETS,
+        "strategy": registered.STRATEGIES,
+        "rtt_backend": registered.RTT_BACKENDS,
     }
 
 

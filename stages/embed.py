@@ -13,6 +13,7 @@ from pldistill import cards, embedding, schemas
 from pldistill.config import Params
 from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
+from pldistill.device import peak_rss_mb
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
@@ -84,7 +85,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     t0 = time.perf_counter()
     raw = embedding.teacher_embeddings(members, key, sentences, params.label.batch_size, params.label.bf16)
     encode_seconds = time.perf_counter() - t0
-    schemas.write(out / embedding.TEACHER_FILE, embedding.frame(sentences, raw), schemas.EMBEDDINGS)
+    embedding.write_embeddings(out / embedding.TEACHER_FILE, sentences, raw)
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
     target, projection = embedding.targets(raw, student.dim, ep)
     embedding.write_meta(out / "meta.json", {"teacher": key, "width": int(raw.shape[1]),
@@ -105,7 +106,8 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     res.write_curve(curve)
     result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": int(raw.shape[1]),
               "projection": projection, "loss": ep.loss, "encode_seconds": round(encode_seconds, 1),
-              "start": start, "after": split_scores(student, scored, ev), **res.summary()}
+              "start": start, "after": split_scores(student, scored, ev), **res.summary(),
+              "peak_rss_mb": peak_rss_mb()}  # of the process so far: the corpus read, embedded and learned
     write_report(report, result)
     return result
 

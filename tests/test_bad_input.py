@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pldistill import cleaning, datasets, models, schemas
+from pldistill import cleaning, datasets, models, public_sets, schemas
 from pldistill.config import ConfigError
 from pldistill.datasets import DataError
 from pldistill.io import WriteError
@@ -384,12 +384,12 @@ def downloaded(payload: bytes | None, cached: bytes | None = None) -> Run:
         def urlopen(url: str, timeout: float) -> io.BytesIO:
 
             if payload is None:
-                raise datasets.urllib.error.URLError("no route to host")
+                raise public_sets.urllib.error.URLError("no route to host")
             return _Response(payload)
-        mp.setattr(datasets.urllib.request, "urlopen", urlopen)
+        mp.setattr(public_sets.urllib.request, "urlopen", urlopen)
         if cached is not None:
-            (tmp / "in" / datasets.DOWNLOAD_DIR).mkdir(parents=True)
-            (tmp / "in" / datasets.DOWNLOAD_DIR / "Stsbenchmark.tar.gz").write_bytes(cached)
+            (tmp / "in" / public_sets.DOWNLOAD_DIR).mkdir(parents=True)
+            (tmp / "in" / public_sets.DOWNLOAD_DIR / "Stsbenchmark.tar.gz").write_bytes(cached)
         else:
             (tmp / "in").mkdir()
         mp.chdir(tmp / "in")
@@ -403,7 +403,7 @@ ARCHIVES = [
     Case("stsb archive truncated", "error", load_stsb(ARCHIVE[: len(ARCHIVE) // 2]),
          (r"Stsbenchmark\.tar\.gz", "not a readable tar archive", "truncated or corrupt", "data.source")),
     Case("stsb download tampered (sha256 mismatch)", "error", downloaded(ARCHIVE),
-         (re.escape(datasets.STSB_URL), "expected the pinned", "not kept", "data.source")),
+         (re.escape(public_sets.STSB_URL), "expected the pinned", "not kept", "data.source")),
     Case("stsb cached copy tampered, offline", "error", downloaded(None, cached=ARCHIVE),
          ("could not download", r"data/downloads/Stsbenchmark\.tar\.gz does not match the pinned sha256",
           "data.source")),

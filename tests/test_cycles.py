@@ -267,6 +267,8 @@ def test_a_semantic_sample_with_the_gold_encoder_is_not_unsupervised(tiny_model_
     parse_params({**raw, "sample": {"strategy": "bm25+semantic", "semantic": {"encoder": str(tiny_model_dir)}}})
 
 
+@pytest.mark.slow  # 30 s; the default tier covers its parts: a SIGKILLed stage resumes (test_checkpoints) and a
+# rerun reuses the finished cycles from the store (test_more_cycles_compute_only_the_new_ones_and_equal_a_cold_run)
 def test_killed_run_resumes_at_the_unfinished_step(tiny_model_dir, clean, tmp_path):
     """SIGKILL while cycle 2's cross-encoder trains; the rerun reuses cycle 1 and ends where a run that was
     never interrupted ends, byte for byte."""

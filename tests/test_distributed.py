@@ -148,6 +148,8 @@ def test_fit_on_two_processes_is_the_one_process_fit_and_rank_0_scores_dev(tmp_p
     assert ranks[1]["sharded"] is None
 
 
+@pytest.mark.slow  # 41 s; the default tier covers its parts: a SIGKILLed stage resumes (test_checkpoints) and two
+# processes train as one does (test_fit_on_two_processes_is_the_one_process_fit_and_rank_0_scores_dev)
 def test_two_processes_killed_mid_run_resume_from_their_checkpoint(tmp_path):
     """Each rank draws its own dropout masks; killed right after the checkpoint at step 6 of 12, the rerun
     resumes every rank there (rank 1 with its own RNG) and ends where the uninterrupted run ends."""

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pldistill import datasets, schemas
+from pldistill import datasets, public_sets, schemas
 from pldistill.validate import parse_params
 from stages.download import download
 from tests.conftest import ROOT, STSB_ARCHIVE
@@ -76,7 +76,7 @@ def test_stsb_bad_sources(tmp_path):
 @pytest.mark.skipif(not STSB_ARCHIVE.exists(), reason="official STS-B archive not beside the project")
 def test_official_stsb_archive():
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": str(STSB_ARCHIVE)}}).data, 0)
-    assert loaded.sha256 == datasets.STSB_SHA256
+    assert loaded.sha256 == public_sets.STSB_SHA256
     assert {s: len(df) for s, df in loaded.splits.items()} == {"train": 5749, "dev": 1500, "test": 1379}
     assert sum(loaded.dropped.values()) == 0
 
@@ -184,14 +184,14 @@ def test_stsb_is_fetched_from_its_official_url_and_checked(tmp_path, monkeypatch
         return _FakeResponse(payload)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(public_sets.urllib.request, "urlopen", fake_urlopen)
     params = parse_params({"data": {"dataset": "stsb", **LENIENT}}).data
     with pytest.raises(datasets.DataError, match="expected the pinned"):  # our archive is not the official one
         datasets.load(params, 0)
-    assert calls == [datasets.STSB_URL]
+    assert calls == [public_sets.STSB_URL]
     assert not (tmp_path / "data/downloads/Stsbenchmark.tar.gz").exists()  # a bad download is not kept
 
-    monkeypatch.setattr(datasets, "STSB_SHA256", datasets.sha256_file(archive))
+    monkeypatch.setattr(public_sets, "STSB_SHA256", public_sets.sha256_file(archive))
     assert len(datasets.load(params, 0).splits["train"]) == 3
     datasets.load(params, 0)
     assert len(calls) == 2  # the load after a good download used the verified cached copy
@@ -199,10 +199,10 @@ def test_stsb_is_fetched_from_its_official_url_and_checked(tmp_path, monkeypatch
 
 def test_offline_download_says_how_to_point_at_a_local_copy(tmp_path, monkeypatch):
     def no_network(url, timeout):
-        raise datasets.urllib.error.URLError("no route to host")
+        raise public_sets.urllib.error.URLError("no route to host")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(public_sets.urllib.request, "urlopen", no_network)
     with pytest.raises(datasets.DataError, match="data.source"):
         datasets.load(parse_params({"data": {"dataset": "stsb"}}).data, 0)
 
@@ -308,10 +308,10 @@ def test_mrpc_download_uses_the_pinned_urls(tmp_path, monkeypatch):
         return _FakeResponse(b"not the official bytes")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(public_sets.urllib.request, "urlopen", fake_urlopen)
     with pytest.raises(datasets.DataError, match="expected the pinned"):
         datasets.load(parse_params({"data": {"dataset": "mrpc"}}).data, 0)
-    assert calls == [datasets.MRPC_FILES["train"][0]]
+    assert calls == [public_sets.MRPC_FILES["train"][0]]
 
 
 def test_qqp_quoted_newlines_and_a_seeded_split(tmp_path):

@@ -28,6 +28,25 @@ def test_every_stage_runs_config_and_its_packages():
         assert {"pldistill/config.py", "pldistill/__init__.py", "stages/__init__.py"} <= set(files)
 
 
+@pytest.mark.parametrize("stage", ["check", "download", "augment", "sample", "cut"])
+def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
+    """DVC reruns a stage when a file in its deps changes: the data stages must not list the training code, so
+    an edit to the loop or a trainer leaves them cached (`dvc status` shows only the training stages)."""
+    training = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/teachers.py",
+                "pldistill/embedding.py", "pldistill/dse.py"}
+    assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))
+
+
+def test_the_data_stages_depend_on_few_modules():
+    """check and download read params and tables: configuration, the reader and the stage plumbing, no model
+    (before issue 35: 29 and 30 files, 5,556 and 5,670 lines)."""
+    code = {name: [d for d in STAGES[name]["deps"] if d.endswith(".py")] for name in ("check", "download")}
+    lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
+    assert len(code["check"]) <= 18 and len(code["download"]) <= 25, code
+    assert lines["check"] < 2800 and lines["download"] < 4000, lines
+    assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
+
+
 def test_lazy_relative_and_typing_imports_count(tmp_path):
     for rel, code in {
         "pldistill/__init__.py": "",

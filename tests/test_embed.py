@@ -5,6 +5,7 @@ import shutil
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -160,6 +161,38 @@ def test_a_killed_encoding_resumes_with_the_chunks_it_finished(tmp_path, monkeyp
     assert other.calls == 3
 
 
+def test_a_second_seed_reuses_the_corpus_teacher_embeddings(tmp_path, monkeypatch):
+    """The corpus comes first, so its chunks (and their stored embeddings) do not move when another seed
+    draws other training sentences: only the task's sentences are encoded again."""
+    monkeypatch.setattr(embedding, "CHUNK", 4)
+    clean = tmp_path / "clean"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"corpus sentence number {i}\n" for i in range(8)))  # 2 chunks
+    pair = lambda a, b: pd.DataFrame({"sentence1": a, "sentence2": b, "score": 0.5})  # noqa: E731
+    for split in ("dev", "test"):
+        schemas.write(clean / f"{split}.parquet", pair([f"{split} one"], [f"{split} two"]), schemas.PAIRS)
+    params = EmbedParams(epochs=1, corpus=str(corpus), sources=["train"])
+    calls = []
+    for seed in (42, 43):  # another seed: other training sentences
+        schemas.write(clean / "train.parquet", pair([f"train {seed} a"], [f"train {seed} b"]), schemas.PAIRS)
+        texts, counts = embedding.gather(params, clean, "NFKC", 4, np.random.default_rng(seed))
+        assert texts[:8] == [f"corpus sentence number {i}" for i in range(8)] and counts["corpus"] == 8
+        model = Counting()
+        embedding.teacher_embeddings([model], "k", texts, 8, False, root=tmp_path / "store")
+        calls.append(model.calls)
+    assert calls == [3, 1]  # the second seed encodes its own training sentences' chunk alone
+
+
+def test_embeddings_written_a_row_group_at_a_time_read_back_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(embedding, "ROW_GROUP", 3)
+    texts = [f"s{i}" for i in range(7)]
+    emb = np.arange(14, dtype=np.float32).reshape(7, 2)
+    embedding.write_embeddings(tmp_path / "e.parquet", texts, emb)
+    frame = schemas.read(tmp_path / "e.parquet", schemas.EMBEDDINGS)
+    assert list(frame["sentence"]) == texts and np.array_equal(np.stack(frame["embedding"].to_numpy()), emb)
+    assert pq.ParquetFile(tmp_path / "e.parquet").num_row_groups == 3
+
+
 def test_two_members_side_by_side_give_the_mean_of_their_cosines(tmp_path):
     texts = ["one", "two", "three"]
     a, b = Counting(), Counting()
@@ -235,3 +268,16 @@ def test_strategy_given_without_unscored_is_refused():
         parse_params({"sample": {"strategy": "given+bm25"}})
     with pytest.raises(ConfigError, match="sample.strategy: expected one of"):
         parse_params({"sample": {"strategy": "given+kde"}})
+
+
+def test_the_corpus_is_read_as_every_table_is(tmp_path):
+    """One reader (pldistill.reading): a compressed corpus is read through, a line that is not UTF-8 named."""
+    import gzip
+
+    packed = tmp_path / "corpus.txt"
+    packed.write_bytes(gzip.compress(b"first sentence here\nsecond sentence here\n"))
+    assert embedding.read_corpus(packed) == ["first sentence here", "second sentence here"]
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("fine line\ncaf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"bad\.txt: line 2 is not UTF-8"):
+        embedding.read_corpus(bad)

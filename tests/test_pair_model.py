@@ -11,7 +11,7 @@ from pldistill.dse import DSE
 from pldistill.models import BiEncoder, CrossModel, PairModel, Trainable
 from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
-from pldistill.training import dev_spearman
+from pldistill.training import dev_spearman, fit
 from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
@@ -50,7 +50,7 @@ def test_every_teacher_and_student_scores_saves_and_loads_back_the_same(tiny_mod
         np.testing.assert_allclose(after, before, atol=1e-5, err_msg=name)
 
 
-def test_the_models_that_learn_share_fit(tiny_model_dir, tmp_path):
+def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
     models = _models(tiny_model_dir, tmp_path)
     train, dev = make_pairs(32), make_pairs(16, offset=100)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1}}).student
@@ -58,13 +58,14 @@ def test_the_models_that_learn_share_fit(tiny_model_dir, tmp_path):
     for name in ("bi", "cross"):
         model = models[name][0]
         assert isinstance(model, Trainable)
-        res = model.fit(train["sentence1"], train["sentence2"], train["score"].to_numpy(),
-                        dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0), desc=name)
+        res = fit(model.module, model.batch_loss, list(train["sentence1"]), list(train["sentence2"]),
+                  train["score"].to_numpy(), dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0),
+                  desc=name, prefetch=model.prefetch)
         assert res.steps == 4 and [r["step"] for r in res.curve] == [0, 4], name
     dse = models["dse"][0]
     with pytest.raises(TypeError, match="dse_loss_fn"):  # its loss needs alpha and the task
-        dse.fit(S1, S2, np.zeros((3, 2)), lambda: 0.0, params, torch.Generator())
+        fit(dse.module, dse.batch_loss, S1, S2, np.zeros((3, 2)), lambda: 0.0, params, torch.Generator())
     target = np.stack([np.zeros(32), train["score"].to_numpy()], axis=1)  # [teacher logit, gold]
-    res = dse.fit(train["sentence1"], train["sentence2"], target, lambda: 0.0, params,
-                  torch.Generator().manual_seed(0), loss=dse.dse_loss_fn(0.5, "regression"))
+    res = fit(dse.module, dse.dse_loss_fn(0.5, "regression"), list(train["sentence1"]), list(train["sentence2"]),
+              target, lambda: 0.0, params, torch.Generator().manual_seed(0))
     assert res.steps == 4

@@ -40,3 +40,27 @@ def test_stage_modules_do_not_branch_on_the_recipe(stage):
 def test_the_names_validation_reads_are_the_registry_s():
     # pldistill.recipes holds the names alone (validation imports no recipe); the registry imports each recipe
     assert tuple(registry.REGISTRY) == recipes.RECIPES
+
+
+def test_the_names_params_are_checked_against_are_every_registry_s():
+    """pldistill.names holds them at the bottom of the import graph (checking params imports no registry); each
+    registry must hold exactly those."""
+    from pldistill import datasets, names, rtt, sampling
+
+    assert tuple(sampling.REGISTRY) == names.STRATEGIES
+    assert tuple(datasets.LOADERS) == names.DATASETS
+    assert ("none", *rtt.BACKENDS) == names.RTT_BACKENDS
+    with pytest.raises(ValueError, match="pldistill.names.STRATEGIES"):
+        sampling.register("mine")
+
+
+def test_checking_params_imports_no_registry_and_no_model_code():
+    """A data stage's command checks params and reports errors without the training code (issue 35)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pldistill.runtime, pldistill.validate; "
+            "print(sorted(m for m in sys.modules if m.startswith('pldistill')))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic"):
+        assert f"'{heavy}'" not in loaded, loaded

@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -32,3 +34,12 @@ def test_rows_are_data_settings_plus_their_own_and_the_table_means_seeds():
     lines = table(found).splitlines()
     assert lines[2] == "| default | 42,43 | 82.50 | 80.00 | 2.70 | 78.00 | 60.00 | 82.03 |"
     assert lines[3].startswith("| gold-only | 42 | 78.00 |") and len(lines) == 4
+
+
+def test_the_corpus_row_needs_its_file_and_passes_its_absolute_path(tmp_path):
+    with pytest.raises(SystemExit, match="benchmarks/corpus.py"):
+        settings("corpus", 42, Path("x.tar.gz"), tmp_path / "missing.txt")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    args = settings("corpus", 42, Path("x.tar.gz"), corpus)
+    assert f"embed.corpus={corpus.resolve()}" in args

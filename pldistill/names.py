@@ -1,0 +1,17 @@
+"""The names params.yaml may use for what a registry holds, at the bottom of the import graph: pldistill.validate
+checks a value against them without importing the code behind them, so checking params (every stage's first
+step) does not make a data stage depend on sampling or translation code. Each registry refuses a name missing
+here, and tests/test_validate.py checks that the two agree.
+
+Adding a sampling strategy, a dataset or a translation backend: register it in its module and name it here."""
+
+from __future__ import annotations
+
+from pldistill.recipes import RECIPES  # noqa: F401  (the recipes' names: that package's __init__ imports nothing)
+
+# sample.strategy (pldistill.sampling.REGISTRY); several may be joined by + (bm25+semantic is one of its own)
+STRATEGIES = ("none", "random", "kde", "bm25", "semantic", "given", "bm25+semantic")
+# data.dataset's named datasets (pldistill.datasets.LOADERS); a path to a table is the other kind of value
+DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
+# augment.rtt.backend (pldistill.rtt.BACKENDS, and none)
+RTT_BACKENDS = ("none", "marian", "table")

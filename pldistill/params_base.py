@@ -1,0 +1,360 @@
+"""The sections of params.yaml that say what data is read and how models score: data, adapt, augment, sample,
+label and evaluate (pldistill.config assembles them into one Params), and what every section shares: forbidden
+unknown keys, a section given in part keeping the rest of its defaults, a bool refused where a number goes."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from pldistill.bundled import BUNDLED
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
+DSE_POOLINGS = ("last4", "mean", "cls")
+PAIR_SPLITS = ("train", "dev", "test")
+FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
+TASKS = ("regression", "classification")
+TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
+CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
+BUNDLED_MODELS = tuple(BUNDLED)
+# What runs on several processes (params `processes`, pldistill.distributed), and why the others do not yet.
+DISTRIBUTED_RECIPES = ("augsbert", "dse")
+DISTRIBUTED_WHY = {
+    "trans-encoder": "its cycles label and train inside stage distill, writing a store of finished steps as they go, "
+                     "which is not rank-aware",
+    "rtt-ensemble": "InfoNCE's in-batch negatives would see only a rank's slice of each batch",
+}  # `bundled:<name>`; weights and sha256 in pldistill.bundled
+
+
+# The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.
+Names = dict[str, tuple[str, ...]]
+
+
+def _registered(kind: str, value: str, info: ValidationInfo) -> str:
+    """``value`` must be one of the names the registry ``kind`` holds, when the caller handed them over."""
+    allowed = (info.context or {}).get(kind)
+    return value if allowed is None else _one_of(value, allowed)
+
+
+def is_table(dataset: str) -> bool:
+    """A ``data.dataset`` that names a table by path (else it names a dataset)."""
+    return dataset.lower().endswith(TABLE_SUFFIXES)
+
+
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    # Plain str + this check (not Literal) so the message lists the values we accept today.
+    if value not in allowed:
+        raise ValueError(f"expected one of {', '.join(allowed)}; found {value!r}")
+    return value
+
+
+def _merged(default: dict, given: dict) -> dict:
+    """``given`` over ``default``, key by key and section by section."""
+    out = dict(default)
+    for k, v in given.items():
+        out[k] = _merged(default[k], v) if isinstance(v, dict) and isinstance(default.get(k), dict) else v
+    return out
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_keep_their_defaults(cls, raw: object) -> object:
+        # A section given in part keeps the rest of its own default, which may differ from its class's: trans.cross
+        # and trans.bi are both StepParams, with the paper's settings for each; teacher and student TrainParams.
+        if not isinstance(raw, dict):
+            return raw
+        return {k: _merged(d.model_dump(), v) if isinstance(v, dict) and isinstance(
+                    d := getattr(cls.model_fields.get(k), "default", None), BaseModel) else v
+                for k, v in raw.items()}
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, v: object, info: ValidationInfo) -> object:
+        # pydantic's lax mode reads true as 1 and false as 0; for a number key that is a typo, not a value
+        number = (int, float, int | None, float | None)
+        if isinstance(v, bool) and info.field_name and cls.model_fields[info.field_name].annotation in number:
+            raise ValueError(f"expected a number; found {v}")
+        return v
+
+
+class SplitParams(_Section):
+    dev: float = Field(0.1, gt=0, lt=0.5)
+    test: float = Field(0.1, gt=0, lt=0.5)
+
+
+class DataParams(_Section):
+    dataset: str = "demo"
+    source: str | None = None
+    task: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+    score_range: tuple[float, float] | None = None
+    split: SplitParams = SplitParams()
+    max_train: int | None = Field(None, gt=0)
+    max_drop_share: float = Field(0.05, ge=0, le=1)  # more rows dropped for one reason stop the run
+    split_by: Literal["pair", "sentence"] = "pair"  # what a table we split keeps on one side
+    # pairs without scores for the teacher to label (sample.strategy given): a table path (any score column
+    # is never read) | rest: the training pairs max_train left out | null: none
+    unscored: str | None = None
+
+    @field_validator("unscored")
+    @classmethod
+    def _unscored_source(cls, v: str | None) -> str | None:
+        if v is None or v == "rest" or v.lower().endswith(TABLE_SUFFIXES):
+            return v
+        raise ValueError(f"expected rest, null, or a path ending in {', '.join(TABLE_SUFFIXES)}; found {v!r}")
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str, info: ValidationInfo) -> str:
+        named = (info.context or {}).get("dataset")
+        if named is None or v in named or is_table(v):
+            return v
+        packed = (" (a compressed table is read as one: name it for what it holds, e.g. pairs.csv)"
+                  if v.lower().endswith((".gz", ".bz2", ".xz", ".zip")) else "")
+        raise ValueError(f"expected one of {', '.join(named)} or a path ending in {', '.join(TABLE_SUFFIXES)}; "
+                         f"found {v!r}{packed}")
+
+    _known_task = field_validator("task")(lambda v: v if v is None else _one_of(v, TASKS))
+
+    @field_validator("columns")
+    @classmethod
+    def _known_columns(cls, v: dict[str, str]) -> dict[str, str]:
+        allowed = {"sentence1", "sentence2", "score", "split"}
+        bad = sorted(set(v) - allowed)
+        if bad:
+            raise ValueError(
+                f"maps our column names to yours; keys must be among {sorted(allowed)}, found {bad}"
+            )
+        if len(set(v.values())) < len(v):
+            raise ValueError(f"maps two of our columns to the same column of yours: {v}")
+        return v
+
+    @field_validator("score_range")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not v[0] < v[1]:
+            raise ValueError(f"expected [low, high] with low < high; found {list(v)}")
+        return v
+
+    @property
+    def name(self) -> str:
+        """Folder name under data/raw/: the dataset's name, or a path's file stem."""
+        if not is_table(self.dataset):  # a named dataset
+            return self.dataset
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.dataset).stem) or "table"
+
+
+class AdaptParams(DataParams):
+    """Domain adaptation (recipe augsbert): the source domain's dataset, read like ``data``.
+
+    The teacher (and the source-only baseline, stage gold) learn its gold pairs and are selected on its
+    dev set; the teacher labels the target's (``data``) training pairs, scores dropped, and the sampled
+    pairs; the student learns those silver labels only. No target label trains or selects a model.
+    """
+
+    dataset: str | None = None  # null: no adaptation
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return v if v is None else DataParams._known_dataset(v, info)
+
+    @property
+    def data(self) -> DataParams | None:
+        """The source as a DataParams, or None when there is no adaptation."""
+        return None if self.dataset is None else DataParams(**self.model_dump())
+
+
+# bf16 autocast: "auto" turns it on only where the hardware has native bf16 matrix units (CPU flags
+# amx_bf16 / avx512_bf16, or a bf16-capable GPU); elsewhere it is emulated and slower than fp32.
+Bf16 = Literal["auto", True, False]
+# Training precision: fp16 autocast runs with loss scaling (torch.amp.GradScaler), CUDA only.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
+
+# What runs inference (pldistill.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic int8)
+# or OpenVINO (fp32; bf16 on a CPU with native bf16 units; int8 feed-forward layers with group-wise activation
+# scales). auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
+INFER_BATCH = {"cpu": 64, "cuda": 512}  # batch_size auto: pairs or sentences per inference batch, by device
+
+
+def _infer_batch(v: object) -> object:
+    """``auto``: 64 on a CPU; 512 where a CUDA GPU is found (small batches leave a GPU waiting on kernel launches).
+    Inference only: the same params still train the same on any device. Resolved here, so what ran is what the
+    run's fingerprints and reports record."""
+    if isinstance(v, str) and v != "auto" and not v.strip().isdigit():
+        raise ValueError(f"expected a whole number of items, or auto (64 on a CPU, 512 on a CUDA GPU); found {v!r}")
+    if v != "auto":
+        return v
+    import torch  # only when asked: the config stays light to import
+
+    return INFER_BATCH["cuda" if torch.cuda.is_available() else "cpu"]
+
+
+Backend = Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8"]
+BACKEND_NEEDS = {"onnx": ("onnxruntime", "onnx"), "onnx-int8": ("onnxruntime", "onnx"),
+                 "openvino": ("openvino", "onnx"), "openvino-bf16": ("openvino", "onnx"),
+                 "openvino-int8": ("openvino", "onnx", "nncf")}
+BACKEND_EXTRAS = {"onnx": "fast", "onnx-int8": "fast", "openvino": "openvino",  # pyproject's optional extras
+                  "openvino-bf16": "openvino", "openvino-int8": "openvino"}
+
+
+def install_hint(backend: str) -> str:
+    return f"pip install 'pldistill[{BACKEND_EXTRAS[backend]}]'"
+
+
+def _installed(backend: str) -> str:
+    """A forced backend's packages must be there before any stage starts (auto falls back to torch on its own)."""
+    lacking = [p for p in BACKEND_NEEDS.get(backend, ()) if importlib.util.find_spec(p) is None]
+    if lacking:
+        raise ValueError(f"backend {backend} needs {' and '.join(lacking)}, not installed: {install_hint(backend)} "
+                         f"(or use auto, which falls back to torch)")
+    return backend
+
+
+class RTTParams(_Section):
+    """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
+
+    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
+    source: str = "en"  # the corpus language
+    languages: tuple[str, ...] = ("de",)  # pivot languages
+    models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
+    table: str | None = None  # table: a csv/tsv/jsonl/parquet of sentence, language, translation
+    corpus: str | None = None  # null: the task's training sentences; or a .txt (one per line) / table file
+    compensate: bool = True  # top a given corpus back up with task sentences, as many as cleaning dropped
+    script: str | None = None  # null: the source language's script; letters of other scripts are stripped
+    min_chars: int = Field(4, ge=1)  # sentences and paraphrases shorter than this are dropped (paper: <= 3)
+    batch_size: int = Field(32, ge=1)
+    num_beams: int = Field(4, ge=1)
+    max_new_tokens: int = Field(128, ge=1)
+    bf16: Bf16 = "auto"
+
+    _known_backend = field_validator("backend")(lambda v, info: _registered("rtt_backend", v, info))
+
+    @model_validator(mode="after")
+    def _table_needs_a_file(self) -> RTTParams:
+        if self.backend == "table" and not self.table:
+            raise ValueError("backend table reads translations from a file: set augment.rtt.table to its path")
+        return self
+
+
+class AugmentParams(_Section):
+    min_chars: int = Field(4, ge=1)
+    unicode_form: Literal["NFC", "NFKC"] = "NFKC"
+    rtt: RTTParams = RTTParams()
+
+
+class BM25Params(_Section):
+    k1: float = Field(1.5, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+    epsilon: float = Field(0.25, ge=0)
+
+
+def _model_spec(v: str) -> str:
+    if v.startswith("bundled:") and v.removeprefix("bundled:") not in BUNDLED_MODELS:
+        raise ValueError(f"expected bundled:<name> with name one of {', '.join(BUNDLED_MODELS)}; found {v!r}")
+    return v
+
+
+class RandomParams(_Section):
+    pairs: int = Field(10_000, ge=1)  # random pairs to draw (capped at the number of new pairs there are)
+
+
+class SemanticParams(_Section):
+    """Semantic-search sampling: top-k cosine neighbours from an encoder, searched with faiss."""
+
+    encoder: str = "gold"  # gold: the bi-encoder trained on the gold pairs (stage `gold`); or a model spec
+    index: str = "flat"  # flat: exact (faiss); torch: exact (torch matmul); ivf / hnsw: approximate (faiss)
+    nlist: int = Field(1024, ge=1)  # ivf: clusters (capped at sentences / 39, faiss's minimum per cluster)
+    nprobe: int = Field(16, ge=1)  # ivf: clusters visited per query
+    hnsw_m: int = Field(32, ge=4)  # hnsw: links per node
+    ef_search: int = Field(128, ge=1)  # hnsw: candidate list size per query
+    batch_size: int = Field(128, ge=1)  # encoding batch
+    search_chunk: int = Field(4096, ge=1)  # queries per faiss search call (faiss blocks BLAS by 4096)
+    max_length: int = Field(128, ge=8)
+    bf16: Bf16 = "auto"
+    trust_remote_code: bool = False
+
+    _known_index = field_validator("index")(lambda v: _one_of(v, FAISS_INDEXES))
+    _known_encoder = field_validator("encoder")(lambda v: v if v == "gold" else _model_spec(v))
+
+
+class KDEParams(_Section):
+    pool: int = Field(50_000, ge=1)  # random pairs the teacher labels before KDE keeps some
+    grid: int = Field(1001, ge=11)  # points in [0, 1] where the densities are evaluated
+
+
+class SampleParams(_Section):
+    strategy: str = "auto"  # auto: given when data.unscored names given pairs, else bm25 (Params resolves it)
+    top_k: int = Field(10, ge=1, le=100)
+    query_chunk: int = Field(256, ge=1)
+    bm25: BM25Params = BM25Params()
+    random: RandomParams = RandomParams()
+    semantic: SemanticParams = SemanticParams()
+    kde: KDEParams = KDEParams()
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str, info: ValidationInfo) -> str:
+        # a registered name (bm25+semantic is one), or registered names joined by "+" (given+bm25)
+        allowed = (info.context or {}).get("strategy")
+        if allowed is None or v in allowed:
+            return v
+        parts = v.split("+")
+        if len(set(parts)) < len(parts) or any(p not in allowed or p in ("none", "kde") for p in parts):
+            raise ValueError(f"expected one of {', '.join(allowed)}, or several of them but none and kde "
+                             f"joined by + (e.g. given+bm25); found {v!r}")
+        return v
+
+
+class InferenceParams(_Section):
+    """How a model scores: stage label (the teacher), stage evaluate and dev scoring during training."""
+
+    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
+    bf16: Bf16 = "auto"
+    backend: Backend = "auto"
+
+    _backend_installed = field_validator("backend")(_installed)
+    _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
+
+
+LabelParams = InferenceParams  # the label section: inference settings, nothing more
+
+
+class ExtraSet(_Section):
+    """One more evaluation set (stage evaluate): a dataset read like data.*, scored on its dev and test."""
+
+    name: str  # its block in eval.json: extra.<name>
+    data: DataParams  # as the top-level data section: dataset, source, task, columns, ...
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", v):
+            raise ValueError(f"expected letters, digits, _ or - (it names a block in eval.json); found {v!r}")
+        return v
+
+
+class EvaluateParams(InferenceParams):
+    """The evaluate section: inference settings, encode speed, and more evaluation sets."""
+
+    speed_pairs: int = Field(512, ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
+    speed_rounds: int = Field(5, ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
+    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+
+    @field_validator("extra")
+    @classmethod
+    def _distinct(cls, v: tuple[ExtraSet, ...]) -> tuple[ExtraSet, ...]:
+        names = [x.name for x in v]
+        if len(set(names)) < len(names):
+            raise ValueError(f"expected distinct names; found {names}")
+        return v

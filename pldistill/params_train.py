@@ -1,0 +1,299 @@
+"""The training sections of params.yaml: the steps every training shares (StepParams), a trained model's
+(TrainParams: teacher, student), and each recipe's own (dse, ensemble, rounds, trans, embed). pldistill.config
+assembles them into one Params."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pldistill.params_base import (
+    BF16_AS_PRECISION,
+    CALIBRATIONS,
+    DSE_POOLINGS,
+    PAIR_SPLITS,
+    POSITIVES,
+    PRECISIONS,
+    TABLE_SUFFIXES,
+    TEACHER_KINDS,
+    Bf16,
+    _model_spec,
+    _one_of,
+    _Section,
+)
+
+
+class StepParams(_Section):
+    """How a model is trained, whatever it starts from."""
+
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(2e-5, gt=0)
+    warmup: float = Field(0.1, ge=0, lt=1)
+    weight_decay: float = Field(0.01, ge=0)
+    max_length: int = Field(128, ge=8)
+    evals_per_epoch: int = Field(4, ge=1)
+    bf16: Bf16 = False
+    # Mixed precision: null keeps what bf16 says (false: fp32, true: bf16, auto: auto); auto is bf16 with
+    # native bf16 units, fp16 on a CUDA GPU without them, else fp32; fp16 scales the loss and needs CUDA.
+    precision: str | None = None
+    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
+    # adamw: torch's for-loop AdamW (the default: same seed, same weights as every release before); adamw-fused:
+    # its fused kernel, what transformers' Trainer uses (5x faster steps on a CPU, weights equal to float rounding)
+    optimizer: Literal["adamw", "adamw-fused"] = "adamw"
+    checkpoint_every: int | None = Field(None, ge=0)  # mid-run checkpoints: null at each dev evaluation,
+                                                      # N every N steps, 0 none (pldistill/checkpoints.py)
+    select: Literal["dev", "last"] = "dev"  # the checkpoint kept: best dev score (the start counts) | the last
+
+    _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
+
+    @model_validator(mode="after")
+    def _one_precision(self) -> StepParams:
+        # bf16 predates precision: a section may set either, or both when they agree
+        bf16_set = "bf16" in self.model_fields_set and self.bf16 is not False
+        if self.precision is not None and bf16_set and BF16_AS_PRECISION[self.bf16] != self.precision:
+            raise ValueError(f"bf16 {str(self.bf16).lower()} and precision {self.precision} disagree; "
+                             f"set precision alone (bf16 true is precision bf16, auto is auto) and bf16 to false")
+        if self.accumulate > self.batch_size:
+            raise ValueError(f"accumulate {self.accumulate} splits each batch of batch_size {self.batch_size} "
+                             f"rows into micro-batches; it must be at most batch_size")
+        return self
+
+    @property
+    def amp(self) -> str:
+        """The precision asked for: auto | fp32 | bf16 | fp16 (``precision``, else what ``bf16`` says)."""
+        return self.precision if self.precision is not None else BF16_AS_PRECISION[self.bf16]
+
+
+class TrainParams(StepParams):
+    """How one model (teacher or student) is initialised and trained."""
+
+    model: str = "bundled:all-MiniLM-L6-v2"
+    trust_remote_code: bool = False
+    seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
+    seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
+    layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
+    # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
+    # (pldistill/st_trainer.py; not with seeds > 1)
+    trainer: Literal["ours", "sentence-transformers"] = "ours"
+
+    _known_model = field_validator("model")(_model_spec)
+
+    @field_validator("trainer")
+    @classmethod
+    def _trainer_installed(cls, v: str) -> str:
+        lacking = [p for p in ("datasets", "accelerate") if importlib.util.find_spec(p) is None]
+        if v == "sentence-transformers" and lacking:
+            raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
+                             f"pip install 'pldistill[trainers]' (or set trainer: ours)")
+        return v
+
+    @field_validator("layers")
+    @classmethod
+    def _distinct_layers(cls, v: tuple[int, ...] | str | None) -> tuple[int, ...] | str | None:
+        if isinstance(v, tuple) and (not v or min(v) < 0 or len(set(v)) < len(v)):
+            raise ValueError(f"expected distinct layer indices >= 0 (e.g. [0, 2, 4]) or null; found {list(v)}")
+        return v
+
+
+class StudentParams(TrainParams):
+    """The student section: a TrainParams whose ``layers`` may be ``auto``, the cut chosen on dev (pldistill.cut)."""
+
+    layers: tuple[int, ...] | Literal["auto"] | None = "auto"  # auto: the best cut of `keep` layers, chosen on dev
+    keep: int = Field(2, ge=1)  # layers auto: how many transformer layers the chosen cut keeps
+
+
+class TeacherMember(TrainParams):
+    """One teacher: what it is, whether it learns the gold pairs, and how its score meets the gold scale."""
+
+    kind: str = "bi"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
+    finetune: bool = False  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
+    calibrate: str = "auto"  # auto: none when fine-tuned (its loss targets the gold scale), else linear
+                             # linear: least squares on dev | isotonic: monotone fit on dev | none: clipped to [0, 1]
+
+    _known_kind = field_validator("kind")(lambda v: _one_of(v, TEACHER_KINDS))
+    _known_calibration = field_validator("calibrate")(lambda v: _one_of(v, CALIBRATIONS))
+
+    @property
+    def calibration(self) -> str:
+        """The calibration method ``auto`` stands for."""
+        if self.calibrate != "auto":
+            return self.calibrate
+        return "none" if self.finetune else "linear"
+
+
+class TeacherParams(TeacherMember):
+    """The teacher section: the first member, and ``members`` for an ensemble, or ``candidates``, teachers tried
+    beside it of which the best on dev labels (each of them inherits every key it does not set from this section)."""
+
+    members: tuple[TeacherMember, ...] = ()
+    candidates: tuple[TeacherMember, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _members_inherit(cls, raw: object) -> object:
+        if isinstance(raw, dict):
+            own = {k: v for k, v in raw.items() if k not in ("members", "candidates")}
+            for key in ("members", "candidates"):
+                if raw.get(key):
+                    raw = {**raw, key: [{**own, **m} if isinstance(m, dict) else m for m in raw[key]]}
+        return raw
+
+    @model_validator(mode="after")
+    def _members_or_candidates(self) -> TeacherParams:
+        if self.members and self.candidates:
+            raise ValueError("members (an ensemble, every member labels) and candidates (the best on dev labels "
+                             "alone) do not mix; set one of them to []")
+        return self
+
+    @property
+    def ensemble(self) -> tuple[TeacherMember, ...]:
+        """Every member, this section's own first."""
+        return (TeacherMember(**self.model_dump(exclude={"members", "candidates"})), *self.members)
+
+    @property
+    def tried(self) -> tuple[TeacherMember, ...]:
+        """With candidates: this section's own teacher and each candidate, in order (the best on dev is kept)."""
+        return (self.ensemble[0], *self.candidates)
+
+    @property
+    def plain(self) -> bool:
+        """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
+        return (not self.members and not self.candidates and self.kind == "cross" and self.finetune
+                and self.calibration == "none" and self.layers is None)
+
+
+class MutualModel(_Section):
+    """One more model pair for mutual distillation: a starting bi-encoder and a cross-encoder base."""
+
+    bi: str
+    cross: str | None = None  # null: the same spec as `bi` (the paper starts it from the base language model)
+
+    _known_models = field_validator("bi", "cross")(lambda v: v if v is None else _model_spec(v))
+
+
+class DSEParams(StepParams):
+    """recipe dse: the student and its training (the paper, STS-B: batch 32, lr 1e-5, 8 epochs)."""
+
+    alpha: float = Field(0.5, ge=0, le=1)  # weight of the teacher-logit term; 1 - alpha on the gold label
+    pooling: str = "last4"  # last4: token means of the last four layers without [CLS] | mean | cls
+    hidden: int = Field(512, ge=1)  # the head's hidden layer
+    head_lr: float = Field(1e-3, gt=0)  # the new head's learning rate (the encoder uses lr)
+    epochs: int = Field(8, ge=1)
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(1e-5, gt=0)
+    evals_per_epoch: int = Field(2, ge=1)
+
+    _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
+
+
+class SubParams(StepParams):
+    """rtt-ensemble: one contrastive sub-model (SimCSE, unsupervised: batch 64, lr 3e-5, length 32, 1 epoch)."""
+
+    batch_size: int = Field(64, ge=2)  # in-batch negatives: batch - 1 per sentence
+    lr: float = Field(3e-5, gt=0)
+    warmup: float = Field(0.0, ge=0, lt=1)
+    max_length: int = Field(32, ge=8)
+    temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
+
+    @field_validator("accumulate")
+    @classmethod
+    def _whole_batches(cls, v: int) -> int:
+        if v != 1:  # each row's negatives are the rest of its batch: micro-batches would change the loss
+            raise ValueError(f"InfoNCE takes its negatives from the whole batch, so micro-batches would change the "
+                             f"loss; expected 1, found {v} (lower batch_size instead)")
+        return v
+
+
+class EnsembleDistillParams(SubParams):
+    """rtt-ensemble: the student learns the ensemble's embeddings, (1 - w) MAE + w InfoNCE (the paper's Eq. 3)."""
+
+    infonce_weight: float = Field(0.1, ge=0, le=1)  # the paper's lambda
+    temperature: float = Field(0.3, gt=0)  # the paper's best distillation temperature (Table 7)
+
+
+class EnsembleParams(_Section):
+    """recipe rtt-ensemble: K contrastive sub-models, their (weighted) mean as teacher, one student."""
+
+    positives: str = "dropout"  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
+    k: int = Field(5, ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
+    weights: Literal["mean", "softmax"] = "mean"  # softmax: of the sub-models' dev Spearman (points) / temperature
+    weight_temperature: float = Field(1.0, gt=0)
+    sub: SubParams = SubParams()
+    distill: EnsembleDistillParams = EnsembleDistillParams()
+
+    _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
+
+
+class RoundsParams(_Section):
+    """recipe augsbert with cycles > 1 (pldistill.recipes.rounds): each cycle after the first, the student
+    mines new pairs by semantic search with its own encoder, the teacher labels only those, the student learns on."""
+
+    pairs: int = Field(2000, ge=1)  # new pairs kept per cycle, at most (a seeded draw when the search finds more)
+    top_k: int = Field(5, ge=1, le=100)  # nearest neighbours of each pool sentence under the student
+    epochs: int = Field(1, ge=1)  # the student's epochs in each cycle after the first (gold + every silver pair so far)
+
+
+class TransParams(_Section):
+    """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
+
+    init: Literal["refresh", "sequential"] = "refresh"
+    splits: tuple[str, ...] = PAIR_SPLITS  # whose pairs (labels dropped) are learned; drop test: inductive
+    sampled: bool = False  # also learn the pairs stage `sample` found
+    target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
+    mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
+    # the paper's Table 16: bi -> cross, soft BCE (lr 2e-5, batch 32, 1 epoch, length 64); cross -> bi, cosine MSE
+    # (lr 5e-5, batch 128, 10 epochs, length 32)
+    cross: StepParams = StepParams(batch_size=32, max_length=64)
+    bi: StepParams = StepParams(epochs=10, batch_size=128, lr=5e-5, warmup=0.0, max_length=32, evals_per_epoch=1)
+
+    @field_validator("splits")
+    @classmethod
+    def _known_splits(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if s not in PAIR_SPLITS]
+        if bad or not v or len(set(v)) < len(v):
+            raise ValueError(f"expected distinct splits among {', '.join(PAIR_SPLITS)}; found {list(v)}")
+        return v
+
+
+EMBED_LOSSES = ("mse", "sim", "mse+sim")
+PROJECTIONS = ("auto", "pca", "none")
+EMBED_SOURCES = ("train", "given", "paraphrases")
+
+
+class EmbedParams(StepParams):
+    """Embedding distillation (stage embed): the student learns the teacher's sentence embeddings before its pairs."""
+
+    epochs: int = Field(0, ge=0)  # 0: off
+    teacher: str | None = "auto"  # whose embeddings: auto (a cut student: its whole model; else the stage teacher's)
+                                  # | None, the stage teacher's bi-encoders | a bi-encoder spec
+    corpus: str | None = None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
+    max_corpus: int | None = Field(None, ge=1)  # at most this many corpus sentences (drawn with the seed)
+    sources: tuple[str, ...] = EMBED_SOURCES  # the task's sentences it learns: train pairs, given pairs, paraphrases
+    loss: str = "mse"  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
+    sim_weight: float = Field(1.0, ge=0)  # the sim term's weight in mse+sim
+    projection: str = "auto"  # auto: none for equal widths, else pca | pca: onto the student's width | none
+    batch_size: int = Field(64, ge=2)
+    lr: float = Field(1e-4, gt=0)
+    evals_per_epoch: int = Field(1, ge=1)
+
+    _known_loss = field_validator("loss")(lambda v: _one_of(v, EMBED_LOSSES))
+    _known_projection = field_validator("projection")(lambda v: _one_of(v, PROJECTIONS))
+
+    @field_validator("sources")
+    @classmethod
+    def _known_sources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in v if s not in EMBED_SOURCES]
+        if bad or len(set(v)) < len(v):
+            raise ValueError(f"expected distinct sources among {', '.join(EMBED_SOURCES)}; found {list(v)}")
+        return v
+
+    @field_validator("corpus")
+    @classmethod
+    def _corpus_file(cls, v: str | None) -> str | None:
+        if v is None or v.lower().endswith((".txt", *TABLE_SUFFIXES)):
+            return v
+        raise ValueError(f"expected null, a .txt (one sentence a line) or a table ({', '.join(TABLE_SUFFIXES)}) "
+                         f"with a sentence column; found {v!r}")
