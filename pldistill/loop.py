@@ -14,7 +14,6 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,42 +25,9 @@ from transformers import get_linear_schedule_with_warmup
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
-from pldistill.io import write_csv_rows
-from pldistill.trainable import BatchLoss, Prefetch
+from pldistill.trainable import BatchLoss, FitResult, Prefetch, write_curves  # noqa: F401  (re-exported)
 
 M = TypeVar("M")  # whatever model object a training run belongs to
-
-
-@dataclass
-class FitResult:
-    best_dev: float
-    best_step: int
-    steps: int
-    seconds: float
-    curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
-    seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
-    precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
-
-    def write_curve(self, path: Path | str) -> None:
-        """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
-        write_csv_rows(path, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in self.curve])
-
-    def summary(self) -> dict:
-        out = {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
-               "train_seconds": round(self.seconds, 1)}
-        if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
-            out["precision"] = self.precision
-        return {**out, "seed_optimisation": self.seeds} if self.seeds else out
-
-
-def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:
-    """Several runs' dev curves (name, curve, steps) laid end to end in one plot (column ``member`` when
-    there are several)."""
-    rows, offset = [], 0
-    for name, c, steps in curves:
-        rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
-        offset += steps + 1  # the next run's step 0 gets an x of its own
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
 
 
 def eval_steps(per_epoch: int, params: StepParams) -> set[int]:

@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pldistill import checkpoints, distributed, tracking
 from pldistill.config import Params
 from pldistill.errors import REPORTED
 from pldistill.seeding import seed_all  # noqa: F401  (re-exported: stages seeded from here before it moved)
@@ -41,6 +40,28 @@ class Stopped(KeyboardInterrupt):
 
 
 USER_ERRORS = (*REPORTED, StageBusy, FileNotFoundError)
+
+
+class Plain:
+    """A stage that trains nothing and runs in one process; the stages that train pass
+    pldistill.stage_training.TRAINING (checkpoints, --live, several processes) instead."""
+
+    live = False
+
+    def enter(self, stack: contextlib.ExitStack, live: Path | None) -> None:
+        pass
+
+    def is_main(self) -> bool:
+        return True
+
+    def leave(self) -> None:
+        pass
+
+    def kept(self) -> list[tuple[Path, int]]:
+        return []
+
+
+PLAIN = Plain()
 
 
 @contextlib.contextmanager
@@ -101,15 +122,14 @@ def _relative(path: Path) -> str:
     return str(path)
 
 
-def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool) -> str:
-    """The one line a stopped stage prints: why it stopped, what it kept, how to go on."""
+def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool, saved: list[tuple[Path, int]]) -> str:
+    """The one line a stopped stage prints: why it stopped, what it kept (``saved``: checkpoints), how to go on."""
     if orphaned:
         why = "stopped because the process that started it (dvc repro) is gone"
     elif isinstance(err, Stopped):
         why = "was terminated (SIGTERM)"
     else:
         why = "was interrupted (Ctrl-C)"
-    saved = checkpoints.kept()
     if saved:
         where = ", ".join(f"{_relative(p)} (step {step})" for p, step in saved)
         kept = f"kept its training checkpoint{'s' * (len(saved) > 1)} {where}; `dvc repro` resumes from there"
@@ -118,16 +138,18 @@ def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool) -> str:
     return f"stage {stage} {why}; {kept}"
 
 
-def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None) -> dict:
+def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None, kind: Plain = PLAIN) -> dict:
     """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
-    defaults to None), run ``fn``, print its report."""
+    defaults to None), run ``fn``, print its report. ``kind``: ``PLAIN``, or for a stage that trains
+    pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes)."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     ap.add_argument("--params", default="params.yaml", type=Path)
     defaults = inspect.signature(fn).parameters
     for name in paths:
         optional = name in defaults and defaults[name].default is None
         ap.add_argument(f"--{name.replace('_', '-')}", required=not optional, type=Path, dest=name)
-    ap.add_argument("--live", type=Path, default=None, help="a DVCLive folder for training curves and system metrics")
+    if kind.live:
+        ap.add_argument("--live", type=Path, default=None, help="a DVCLive folder: training curves, system metrics")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     orphaned, sigint = threading.Event(), signal.getsignal(signal.SIGINT)
@@ -137,22 +159,18 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
             params: Params = load_params(args.params)
             if os.environ.get("RANK", "0") == "0":  # several processes: rank 0 holds it for them all
                 stack.enter_context(workspace_lock(default_root(), fn.__name__))
-            # A stage killed mid-training resumes from its runs' checkpoints, kept outside DVC's outputs
-            # (DVC removes those before a rerun); they are removed when the stage succeeds.
-            stack.enter_context(checkpoints.enabled(default_root() / "checkpoints"))
-            if args.live is not None and distributed.is_main():
-                stack.enter_context(tracking.logging_to(args.live))
+            kind.enter(stack, getattr(args, "live", None))
             report = fn(params, **{name: getattr(args, name) for name in paths})
-        if distributed.is_main():  # several processes: rank 0 has the report (the others return {})
+        if kind.is_main():
             print(json.dumps(report, indent=2))
     except USER_ERRORS as err:
         sys.exit(f"error: {err}")
     except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, or the parent gone (Stopped)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut this line short
-        print(stopped_line(fn.__name__, err, orphaned.is_set()), file=sys.stderr, flush=True)
+        print(stopped_line(fn.__name__, err, orphaned.is_set(), kind.kept()), file=sys.stderr, flush=True)
         code = signal.SIGTERM if isinstance(err, Stopped) else signal.SIGINT
         sys.exit(128 + code)
     finally:
         signal.signal(signal.SIGINT, sigint)
-        distributed.leave()
+        kind.leave()
     return report

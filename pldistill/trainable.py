@@ -1,14 +1,18 @@
 """What the training loop needs of a model, at the bottom of the import graph: a torch ``module`` and the
-``batch_loss`` it learns by. pldistill.models' classes have these without importing the loop, so the stages
-that only encode or score (augment, sample, cut) do not depend on training code; pldistill.training and
-pldistill.loop train them."""
+``batch_loss`` it learns by; and what a training run gives back (``FitResult``, dev curves). pldistill.models'
+classes have these without importing the loop, so the stages that only encode or score (augment, sample, cut) do
+not depend on training code; pldistill.training and pldistill.loop train them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+
+from pldistill.io import write_csv_rows
 
 BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
 # a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
@@ -23,3 +27,35 @@ class Trainable:
     module: torch.nn.Module
     batch_loss: BatchLoss
     prefetch: Prefetch | None = None
+
+
+@dataclass
+class FitResult:
+    best_dev: float
+    best_step: int
+    steps: int
+    seconds: float
+    curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
+    seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
+    precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
+
+    def write_curve(self, path: Path | str) -> None:
+        """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
+        write_csv_rows(path, ["step", "epoch", "dev_spearman"], [[r["step"], r["epoch"], r["dev"]] for r in self.curve])
+
+    def summary(self) -> dict:
+        out = {"best_dev": self.best_dev, "best_step": self.best_step, "steps": self.steps,
+               "train_seconds": round(self.seconds, 1)}
+        if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
+            out["precision"] = self.precision
+        return {**out, "seed_optimisation": self.seeds} if self.seeds else out
+
+
+def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:
+    """Several runs' dev curves (name, curve, steps) laid end to end in one plot (column ``member`` when
+    there are several)."""
+    rows, offset = [], 0
+    for name, c, steps in curves:
+        rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
+        offset += steps + 1  # the next run's step 0 gets an x of its own
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)

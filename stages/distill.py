@@ -14,6 +14,7 @@ from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
 from pldistill.runtime import run_stage
+from pldistill.stage_training import TRAINING
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,
@@ -31,4 +32,4 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
 
 if __name__ == "__main__":
     run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
-                        "cycles_plot", "embed", "cut"])
+                        "cycles_plot", "embed", "cut"], kind=TRAINING)

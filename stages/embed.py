@@ -20,6 +20,7 @@ from pldistill.recipes import registry
 from pldistill.recipes.base import weights_digest
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
+from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
 from pldistill.training import fit_at, split_scores
 
@@ -113,4 +114,4 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
 
 
 if __name__ == "__main__":
-    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"])
+    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"], kind=TRAINING)

@@ -12,6 +12,7 @@ from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
 from pldistill.io import write_report
 from pldistill.runtime import run_stage
+from pldistill.stage_training import TRAINING
 from pldistill.training import train_bi_encoder
 
 
@@ -44,4 +45,4 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut:
 
 
 if __name__ == "__main__":
-    run_stage(gold, ["clean", "out", "report", "curve", "cut"])
+    run_stage(gold, ["clean", "out", "report", "curve", "cut"], kind=TRAINING)

@@ -13,6 +13,7 @@ from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
+from pldistill.stage_training import TRAINING
 
 
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
@@ -26,4 +27,4 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
 
 
 if __name__ == "__main__":
-    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"])
+    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"], kind=TRAINING)

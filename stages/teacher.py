@@ -12,6 +12,7 @@ from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
+from pldistill.stage_training import TRAINING
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
@@ -24,4 +25,4 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
 
 
 if __name__ == "__main__":
-    run_stage(teacher, ["clean", "out", "report", "curve"])
+    run_stage(teacher, ["clean", "out", "report", "curve"], kind=TRAINING)

@@ -42,8 +42,8 @@ def test_the_data_stages_depend_on_few_modules():
     (before issue 35: 29 and 30 files, 5,556 and 5,670 lines)."""
     code = {name: [d for d in STAGES[name]["deps"] if d.endswith(".py")] for name in ("check", "download")}
     lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
-    assert len(code["check"]) <= 18 and len(code["download"]) <= 25, code
-    assert lines["check"] < 2800 and lines["download"] < 4000, lines
+    assert len(code["check"]) <= 15 and len(code["download"]) <= 22, code
+    assert lines["check"] < 2200 and lines["download"] < 3500, lines
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 

@@ -24,6 +24,7 @@ import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from pldistill import checkpoints
 from pldistill.runtime import run_stage
+from pldistill.stage_training import TRAINING
 
 # Ctrl-C as for a command typed at a terminal: run as a background job (make test &), the tests and this child
 # inherit SIGINT ignored from the shell, and Python then raises no KeyboardInterrupt
@@ -39,7 +40,7 @@ def train(params, out):
     time.sleep(120)
     return {{}}
 
-run_stage(train, ["out"])
+run_stage(train, ["out"], kind=TRAINING)
 '''
 
 
