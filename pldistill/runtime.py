@@ -20,6 +20,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from pldistill.config import Params
 from pldistill.errors import REPORTED
@@ -40,6 +41,17 @@ class Stopped(KeyboardInterrupt):
 
 
 USER_ERRORS = (*REPORTED, StageBusy, FileNotFoundError)
+
+
+class StageKind(Protocol):
+    """What run_stage asks of a stage's kind: PLAIN here, pldistill.stage_training.TRAINING for one that trains."""
+
+    live: bool  # the stage takes --live
+
+    def enter(self, stack: contextlib.ExitStack, live: Path | None) -> None: ...
+    def is_main(self) -> bool: ...
+    def leave(self) -> None: ...
+    def kept(self) -> list[tuple[Path, int]]: ...
 
 
 class Plain:
@@ -138,7 +150,8 @@ def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool, saved: list
     return f"stage {stage} {why}; {kept}"
 
 
-def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None, kind: Plain = PLAIN) -> dict:
+def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None,
+              kind: StageKind = PLAIN) -> dict:
     """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
     defaults to None), run ``fn``, print its report. ``kind``: ``PLAIN``, or for a stage that trains
     pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes)."""
