@@ -7,6 +7,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
     python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
     python benchmarks/stsb_exps.py run --rows default --seeds 42    # one at a time (dvc exp run --temp)
     python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
+    python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
     python benchmarks/stsb_exps.py table                            # Markdown, mean over seeds
 """
 
@@ -24,6 +25,7 @@ ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 DATA = {"data.dataset": "stsb", "data.max_train": 1000, "data.unscored": "rest"}
 MPNET_FT = {"teacher.model": "bundled:all-mpnet-base-v2", "teacher.finetune": "true", "teacher.epochs": 4,
             "teacher.evals_per_epoch": 1, "embed.teacher": "bundled:all-MiniLM-L6-v2"}
+STATIC = {"student.kind": "static", "teacher.model": "bundled:all-mpnet-base-v2", "teacher.candidates": "[]"}
 CORPUS = "{corpus}"  # a row's placeholder for --corpus, an absolute path (a queued run is in a temporary copy)
 ROWS: dict[str, dict[str, object]] = {
     "default": {},  # the data settings only: what a user gets
@@ -34,6 +36,15 @@ ROWS: dict[str, dict[str, object]] = {
     # over its ~157k sentences is three times the steps of the default's five over the task's ~10k; four dev
     # evaluations in it keep the best point
     "corpus": {"embed.corpus": CORPUS, "embed.epochs": 1, "embed.evals_per_epoch": 4},
+    # student.kind static (docs/static-student.md): token vectors distilled from the whole MiniLM, taught by MPNet as
+    # given (its labels of the given pairs; MPNet fine-tuned is not tried: its half hour would be most of the row)
+    "static": STATIC,
+    # the same, its embedding step on the task's sentences and the corpus's (--corpus): two passes, eight dev points
+    "static-corpus": {**STATIC, "embed.corpus": CORPUS, "embed.epochs": 2, "embed.evals_per_epoch": 4},
+    # the plain Model2Vec-style start: SIF weights from the vocabulary's order, no task sentence counted (its start
+    # column); its student column is that start trained on the gold pairs alone
+    "static-plain": {"student.kind": "static", "static.weights": "zipf", "teacher.candidates": "[]",
+                     "sample.strategy": "none", "embed.epochs": 0},
     # the cross-encoder benchmarks/label_throughput.py and prefetch.py time (models/teacher/member-00 of
     # `dvc exp apply cross-2000-s42`): MiniLM fine-tuned on 2,000 gold pairs, 1 epoch, lr 5e-5; nothing else runs
     "cross-2000": {"data.max_train": 2000, "teacher.kind": "cross", "teacher.finetune": "true", "teacher.epochs": 1,

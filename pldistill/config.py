@@ -76,6 +76,7 @@ from pldistill.params_train import (  # noqa: F401  (re-exported)
     EnsembleParams,
     MutualModel,
     RoundsParams,
+    StaticParams,
     StepParams,
     StudentParams,
     SubParams,
@@ -103,6 +104,7 @@ class Params(_Section):
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: StudentParams = StudentParams(epochs=2, lr=1e-4)  # pruned: needs more than 2e-5
     embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
+    static: StaticParams = StaticParams()
     rounds: RoundsParams = RoundsParams()
     trans: TransParams = TransParams()
     dse: DSEParams = DSEParams()
@@ -135,6 +137,12 @@ class Params(_Section):
             raise ValueError(
                 f"cycles {self.cycles} of recipe augsbert run in one process (each cycle mines, labels and trains "
                 f"in turn); found processes {self.processes}: set processes to 1, or cycles to 1"
+            )
+        if self.student.kind == "static" and self.recipe != "augsbert":
+            raise ValueError(
+                f"student.kind static is a bi-encoder of token vectors, trained by recipe augsbert (stages gold, "
+                f"embed, distill); recipe {self.recipe} needs a transformer student (its layers, or a cross-encoder "
+                "side): set student.kind to transformer, or recipe to augsbert"
             )
         s = self.sample
         if (self.recipe == "trans-encoder" and self.trans.sampled and "semantic" in s.strategy

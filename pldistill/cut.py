@@ -4,7 +4,10 @@ best: a cut's untrained score is where its training starts, and its encode cost 
 keeps, not which (docs/fast-student.md: on STS-B, [0, 5] is the best 2-layer start and the best after training).
 
 Stage cut writes the ranking (``CUT_FILE`` in its folder, a cached artifact); the stages that build the student
-(gold, embed, distill, evaluate) read the choice through ``resolve``, so no other code sees ``auto``."""
+(gold, embed, distill, evaluate) read the choice through ``resolve``, so no other code sees ``auto``.
+
+``student.kind: static``: stage cut makes the static start instead (pldistill.static; ``STATIC_DIR`` in its folder),
+and ``resolve`` makes it the student's model, with the static section's learning rates."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, prune_layers
 
 CUT_FILE = "cut.json"
+STATIC_DIR = "static"  # student.kind static: the start, a sentence-transformers model of one StaticEmbedding
 MAX_CUTS = 256  # C(12, 2) = 66, C(12, 3) = 220 fit; past this, name the layers (student.layers: [0, 5, 11])
 
 
@@ -81,9 +85,28 @@ def read(cut_dir: Path) -> dict:
                           "run it: dvc repro cut") from None
 
 
-def resolve(params: Params, cut_dir: Path | None) -> Params:
+def static_from(params: Params) -> str:
+    """The transformer a static student is distilled from: static.model, auto meaning student.model."""
+    return params.student.model if params.static.model == "auto" else params.static.model
+
+
+def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> Params:
     """``params`` with ``student.layers: auto`` replaced by the cut stage cut chose (in ``cut_dir``); unchanged
-    otherwise."""
+    otherwise. A static student (student.kind static) becomes stage cut's static start, with static.model resolved;
+    ``trains``, what the calling stage trains it with: ``student`` (at static.lr) or ``embed`` (at static.embed_lr)."""
+    if params.student.kind == "static":
+        if cut_dir is None:
+            raise ConfigError("student.kind is static: the stage needs stage cut's folder (--cut models/cut), where "
+                              "the static start is made")
+        student = {"model": str(cut_dir / STATIC_DIR), "layers": None}
+        embed = {}
+        if trains == "student":
+            student["lr"] = params.static.lr
+        elif trains == "embed":
+            embed["lr"] = params.static.embed_lr
+        return params.model_copy(update={"student": params.student.model_copy(update=student),
+                                         "embed": params.embed.model_copy(update=embed),
+                                         "static": params.static.model_copy(update={"model": static_from(params)})})
     if params.student.layers != "auto":
         return params
     if cut_dir is None:

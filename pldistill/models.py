@@ -21,6 +21,11 @@ from huggingface_hub.errors import HFValidationError
 from sentence_transformers import CrossEncoder, SentenceTransformer
 from tqdm.auto import tqdm
 
+try:  # sentence-transformers 6 moved its modules; 5.x has them under .models
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+except ImportError:  # pragma: no cover (5.x)
+    from sentence_transformers.models import StaticEmbedding
+
 from pldistill import accel, ahead, bundled, losses
 from pldistill.device import device, native_bf16
 from pldistill.errors import ModelError
@@ -262,6 +267,11 @@ class _Backended:
         return self._forward or self.model, self.choice.bf16
 
 
+def is_static(model: SentenceTransformer) -> bool:
+    """A static model (pldistill.static): token vectors averaged, no transformer inside."""
+    return isinstance(model[0], StaticEmbedding)
+
+
 class BiEncoder(_Backended, Trainable):
     """A sentence encoder; a pair's score is the cosine of its two embeddings. Learns by cosine MSE."""
 
@@ -269,7 +279,8 @@ class BiEncoder(_Backended, Trainable):
     def _open(path: str, max_length: int, trust_remote_code: bool) -> SentenceTransformer:
         model = SentenceTransformer(path, device=device(), trust_remote_code=trust_remote_code,
                                     model_kwargs={"use_safetensors": True})
-        model.max_seq_length = max_length
+        if not is_static(model):  # a static model reads every token: no length to set
+            model.max_seq_length = max_length
         return model
 
     @staticmethod
@@ -288,7 +299,8 @@ class BiEncoder(_Backended, Trainable):
 
     @max_length.setter
     def max_length(self, value: int) -> None:
-        self.model.max_seq_length = value
+        if not is_static(self.model):
+            self.model.max_seq_length = value
 
     def _tokenized(self, texts: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(texts), self.max_length), lambda: self.model.preprocess(texts)

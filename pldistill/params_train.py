@@ -103,6 +103,9 @@ class StudentParams(TrainParams):
 
     layers: tuple[int, ...] | Literal["auto"] | None = "auto"  # auto: the best cut of `keep` layers, chosen on dev
     keep: int = Field(2, ge=1)  # layers auto: how many transformer layers the chosen cut keeps
+    # transformer: `model`, cut to `layers` | static: token vectors distilled from a transformer (section static;
+    # pldistill/static.py), no transformer at run time
+    kind: Literal["transformer", "static"] = "transformer"
 
 
 class TeacherMember(TrainParams):
@@ -256,6 +259,23 @@ class TransParams(_Section):
         if bad or not v or len(set(v)) < len(v):
             raise ValueError(f"expected distinct splits among {', '.join(PAIR_SPLITS)}; found {list(v)}")
         return v
+
+
+STATIC_WEIGHTS = ("counts", "zipf", "none")
+
+
+class StaticParams(_Section):
+    """student.kind static (stage cut): the start distilled from a transformer, and the rates it learns at."""
+
+    model: str = "auto"  # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space)
+    dims: int | None = Field(None, ge=2)  # PCA dimensions of the token vectors; null: the model's width
+    weights: str = "counts"  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
+    sif: float = Field(1e-3, gt=0)  # the SIF weight a / (a + p(token))
+    lr: float = Field(1e-3, gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
+    embed_lr: float = Field(5e-3, gt=0)  # stage embed's, in place of embed.lr
+
+    _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))
+    _known_model = field_validator("model")(lambda v: v if v == "auto" else _model_spec(v))
 
 
 EMBED_LOSSES = ("mse", "sim", "mse+sim")

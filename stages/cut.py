@@ -1,25 +1,55 @@
-"""cut: which transformer layers the student keeps (pldistill.cut). With ``student.layers: auto``, every cut of
-``student.keep`` layers of ``student.model`` is scored untrained on the dev pairs and the best kept; the ranking is
-``models/cut/cut.json``, read by stages gold, embed, distill and evaluate. With layers given (or null) it only
-records them."""
+"""cut: the student's start (pldistill.cut). With ``student.layers: auto``, every cut of ``student.keep`` layers of
+``student.model`` is scored untrained on the dev pairs and the best kept; the ranking is ``models/cut/cut.json``,
+read by stages gold, embed, distill and evaluate. With layers given (or null) it only records them. With
+``student.kind: static``, it distils the static start from a transformer (pldistill.static) into
+``models/cut/static``, token weights counted on the sentences stage embed learns."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from pldistill import cut as cutting
-from pldistill import schemas
+from pldistill import schemas, static
+from pldistill.cards import card
 from pldistill.config import Params
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
+from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage
+from pldistill.seeding import seed_all
+from pldistill.sentences import gather as sentences_of
+
+
+def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> dict:
+    """Distil the static start into ``tmp``/static; return what stage cut records (cut.json)."""
+    st, ep = params.static, params.embed
+    spec = cutting.static_from(params)
+    teacher = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code)
+    sentences: list[str] = []
+    if st.weights == "counts":  # the sentences stage embed learns, drawn as it draws them (its corpus too)
+        sentences, _ = sentences_of(ep, clean, params.augment.unicode_form, params.augment.min_chars,
+                                        seed_all(params.seed)[0])
+    model, facts = static.distil(teacher.model, spec, st.dims, st.weights, st.sif, sentences)
+    start = BiEncoder(model, "static start")
+    facts["dev"] = cutting.dev_spearman(start, dev, params.evaluate.batch_size)
+    facts["whole_dev"] = cutting.dev_spearman(teacher, dev, params.evaluate.batch_size)
+    start.save(tmp / cutting.STATIC_DIR, card("Static start", "bi", spec, {
+        "dataset": params.data.name, **{k: v for k, v in facts.items() if k not in ("from", "dev", "whole_dev")}},
+        "Token vectors distilled from the transformer as Model2Vec does (pldistill/static.py): a sentence is the "
+        "mean of its tokens' vectors; stages embed and distill train it next."))
+    print(f"cut: static start from {spec}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
+          f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
+    return {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts}
 
 
 def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
     """Choose the student's layers into ``out`` (``cut.json``); return the report (the ranking's top five)."""
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
-    choice = cutting.choose(params, dev)
     with atomic_dir(out) as tmp:
+        static_kind = params.student.kind == "static"
+        choice = static_start(params, clean, dev, tmp) if static_kind else cutting.choose(params, dev)
         write_json(tmp / cutting.CUT_FILE, choice)
     result = {k: v for k, v in choice.items() if k != "ranking"}
     if "ranking" in choice:

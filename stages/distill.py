@@ -21,7 +21,7 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
             cross: Path, report: Path, curve: Path, cycles_plot: Path, embed: Path | None = None,
             cut: Path | None = None) -> dict:
     """Train the recipe's student(s) and write models/bi, models/cross and data/pseudo; return the report."""
-    params = resolve(params, cut)  # student.layers auto: the layers stage cut chose
+    params = resolve(params, cut, trains="student")  # student.layers auto: the layers stage cut chose
     dirs = DistillDirs(clean, pairs, silver, teacher, pseudo, bi, cross, curve, cycles_plot, embed)
     distributed.join(params.processes)
     result = registry.get(params.recipe).distill(params, dirs)

@@ -44,8 +44,11 @@ def skipped(params: Params) -> str | None:
 
 def embed_teacher(params: Params) -> str | None:
     """embed.teacher resolved: ``auto`` is a cut student's own whole model (student.model: the space it was cut
-    from, learned fastest; docs/fast-student.md) and otherwise the stage teacher's bi-encoders (None)."""
+    from, learned fastest; docs/fast-student.md), a static student's transformer (static.model), and otherwise the
+    stage teacher's bi-encoders (None)."""
     spec = params.embed.teacher
+    if spec == "auto" and params.student.kind == "static":
+        return params.static.model  # resolved (pldistill.cut.resolve): the transformer the static start came from
     if spec == "auto":
         return params.student.model if params.student.layers is not None else None
     return spec
@@ -62,14 +65,15 @@ def _embedder(params: Params, teacher: Path) -> tuple[list[BiEncoder], str, str]
     # student's own model: the student's switch)
     own = params.embed.teacher == "auto"
     model = BiEncoder.load(spec, tp.max_length, params.student.trust_remote_code if own else tp.trust_remote_code)
-    how = "the student's whole model" if own else "embed.teacher"
+    how = ("the model the static start was distilled from" if params.student.kind == "static" else
+           "the student's whole model") if own else "embed.teacher"
     return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} ({how})"
 
 
 def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path,
           cut: Path | None = None) -> dict:
     """Write the teacher's embeddings (``out``) and the student that learned them (``model``); return the report."""
-    params = resolve(params, cut)  # student.layers auto: the layers stage cut chose
+    params = resolve(params, cut, trains="embed")  # student.layers auto: the layers stage cut chose
     why = skipped(params)
     if why:
         print(f"embed: {why}")

@@ -72,7 +72,8 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
     if ep.speed_pairs == 0:
         return {}
     pairs = test.iloc[: ep.speed_pairs]
-    whole = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code)
+    reference = params.static.model if sp.kind == "static" else sp.model  # the whole transformer it starts from
+    whole = BiEncoder.load(reference, sp.max_length, sp.trust_remote_code)
     whole.use_backend(ep.backend)
     timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
                          list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds)
@@ -85,14 +86,14 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
             block = block[key]
         block["speed"] = timed[name]["speed"]
         rows[name] = [timed[name]["speed"], block["test"][primary]]
-    print(f"speed, as a ratio to {sp.model} whole ({len(pairs)} test pairs, {ep.speed_rounds} rounds in turns): "
+    print(f"speed, as a ratio to {reference} whole ({len(pairs)} test pairs, {ep.speed_rounds} rounds in turns): "
           + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}" for n, t in timed.items()), flush=True)
     if plots is not None:
         with atomic_dir(plots) as tmp:
             for name, row in rows.items():
                 write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", "test"], [row])  # test: the primary metric
     return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "batch_size": ep.batch_size,
-                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(), "reference": f"{sp.model} whole",
+                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(), "reference": f"{reference} whole",
                       "cpu": cpu_flags(), **{PLOT_NAMES[n]: t for n, t in timed.items()}}}
 
 

@@ -19,7 +19,7 @@ from pldistill.training import train_bi_encoder
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:
     """Train ``student.model`` (cut as stage cut chose) on the gold training pairs with the student's settings;
     write models/gold."""
-    params = resolve(params, cut)
+    params = resolve(params, cut, trains="student")
     distributed.join(params.processes)
     where = gold_dir(params, clean)
     train = schemas.read(where / "train.parquet", schemas.PAIRS)

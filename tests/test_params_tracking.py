@@ -68,6 +68,9 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
          {"adapt": {"dataset": str(pairs), "score_range": [0, 1]}}),
         ("cut chosen on dev", "augsbert", ("cut", "embed"),  # (the others read the choice as test_cut checks)
          {"student": {"layers": "auto", "keep": 1}, "embed": {"epochs": 1, "batch_size": 8}}),
+        ("static student", "augsbert", ("cut", "gold", "embed", "distill", "evaluate"),
+         {"student": {"kind": "static"}, "static": {"dims": 16},
+          "embed": {"epochs": 1, "corpus": str(corpus), "max_corpus": 2, "batch_size": 8}}),
         ("evaluation sets", "augsbert", ("evaluate",),
          {"evaluate": {"extra": [{"name": "pairs", "data": {"dataset": str(pairs)}}]}}),
         ("rtt table", "augsbert", ("augment",), {"augment": {"rtt": {"backend": "table", "table": str(table)}}}),

@@ -1,0 +1,70 @@
+"""The sentences stage embed learns (and a static student's token weights are counted on): the task's, the given
+pairs', the paraphrases' and an optional corpus's, every dev and test sentence held out. Data only: no model, so
+stage cut reads them without the training code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pldistill import schemas
+from pldistill.cleaning import normalise
+from pldistill.config import EmbedParams
+from pldistill.errors import DataError
+from pldistill.reading import read_lines, read_table
+
+
+class EmbedError(DataError):
+    """The sentences or the teacher cannot give embedding targets; the message says what to change."""
+
+
+def read_corpus(path: Path) -> list[str]:
+    """embed.corpus: a .txt (one sentence a line) or a table with a ``sentence`` column, read as every table is
+    (pldistill.reading: compressed or not, UTF-8 or UTF-16 with its mark)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: embed.corpus not found; expected a .txt (one sentence a line) or a "
+                                f"table with a sentence column")
+    if path.suffix.lower() == ".txt":
+        return read_lines(path)
+    df, _ = read_table(path)
+    if "sentence" not in df.columns:
+        raise EmbedError(f"{path}: expected a column named sentence; found {list(df.columns)}")
+    return df["sentence"].astype(str).tolist()
+
+
+def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
+           rng: np.random.Generator) -> tuple[list[str], dict]:
+    """The sentences the student learns, in a fixed order, and how many each source gave.
+
+    A sentence seen in dev or test is held out (counted), so no evaluation sentence is learned."""
+    held = schemas.eval_sentences(clean)
+    parts: dict[str, list[str]] = {}
+    if params.corpus:  # first: its sentences keep their places (and their stored teacher embeddings, chunk by
+        # chunk) whatever the seed draws of the task's, so a second student reuses them
+        corpus = [normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))]
+        corpus = list(dict.fromkeys(t for t in corpus if len(t) >= min_chars))
+        if params.max_corpus is not None and len(corpus) > params.max_corpus:
+            corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
+        parts["corpus"] = corpus
+    if "train" in params.sources:
+        parts["train"] = schemas.sentences(clean / "train.parquet")
+    if "given" in params.sources:
+        parts["given"] = schemas.sentences(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
+    if "paraphrases" in params.sources:
+        df = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
+        parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]
+    seen: dict[str, None] = {}
+    counts = {"held_out_eval": 0}
+    for name, texts in parts.items():
+        before = len(seen)
+        for t in texts:
+            if t in held:
+                counts["held_out_eval"] += 1
+            elif t not in seen:
+                seen[t] = None
+        counts[name] = len(seen) - before  # new distinct sentences this source added
+    if not seen:
+        raise EmbedError(f"embed: no sentence to learn (sources {list(params.sources)}, corpus {params.corpus}); "
+                         f"add a source or set embed.corpus")
+    return list(seen), counts

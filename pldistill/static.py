@@ -1,0 +1,129 @@
+"""A static student (``student.kind: static``): a sentence is the mean of learned token vectors, no transformer at
+run time; sentence-transformers' ``StaticEmbedding`` module, so ``SentenceTransformer(path)`` loads it.
+
+Its start is distilled from a transformer bi-encoder as Model2Vec does (Tulkens & van Dongen, 2024):
+1. every token of the model's vocabulary through the whole model alone (``[CLS] token [SEP]``, the model's own
+   pooling): one vector per token, (vocab, width);
+2. PCA onto ``static.dims`` directions (centred on the vocabulary's mean, as scikit-learn's PCA does);
+3. SIF weights ``a / (a + p(token))`` (Arora et al., 2017) scale each row: ``p`` is the token's frequency counted
+   on the sentences the student will learn (``static.weights: counts``; add-one smoothed) or, with no task data,
+   Model2Vec's proxy from the token's rank in the vocabulary (``zipf``), or no weights (``none``).
+
+Model2Vec's own ``distill`` extra pins transformers below 5.4, which this environment's sentence-transformers
+6 and transformers 5 do not allow; the three steps above are all it does that a start needs, written here on
+torch and numpy (docs/static-student.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+from tokenizers import Tokenizer
+from tqdm.auto import tqdm
+
+from pldistill.device import device
+from pldistill.errors import ModelError
+from pldistill.models import StaticEmbedding
+
+WEIGHTS = ("counts", "zipf", "none")
+VOCAB_BATCH = 512  # tokens per forward pass: each input is 3 tokens long
+
+
+def fast_tokenizer(model: SentenceTransformer, spec: str) -> Tokenizer:
+    """A copy of the model's Rust tokenizer, without padding or truncation (a static model reads every token)."""
+    hf = getattr(model, "tokenizer", None)
+    inner = getattr(hf, "_tokenizer", None) or getattr(hf, "backend_tokenizer", None)
+    if not isinstance(inner, Tokenizer):
+        raise ModelError(f"{spec}: a static student needs a fast (Rust) tokenizer to copy; found "
+                         f"{type(hf).__name__}. Distil from a model with a tokenizer.json")
+    tok = Tokenizer.from_str(inner.to_str())
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+def token_vectors(model: SentenceTransformer, tok: Tokenizer, batch_size: int = VOCAB_BATCH,
+                  progress: bool = True) -> np.ndarray:
+    """(vocab, width) float32: each token of ``tok``'s vocabulary through ``model`` alone, as a sentence of one
+    token between the model's own special tokens, pooled as the model pools (mean, CLS, ...; its Normalize too)."""
+    hf = model.tokenizer
+    cls_id, sep_id = hf.cls_token_id, hf.sep_token_id
+    if cls_id is None or sep_id is None:  # e.g. a RoBERTa-style model: <s> token </s>
+        cls_id, sep_id = hf.bos_token_id, hf.eos_token_id
+    n = tok.get_vocab_size()
+    out: np.ndarray | None = None
+    model.eval()
+    for start in tqdm(range(0, n, batch_size), desc="static: vocabulary", disable=not progress):
+        ids = torch.arange(start, min(start + batch_size, n))
+        cols = [ids] if cls_id is None else [torch.full_like(ids, cls_id), ids]
+        cols += [] if sep_id is None else [torch.full_like(ids, sep_id)]
+        input_ids = torch.stack(cols, dim=1)  # (batch, 3)
+        features = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
+                    "token_type_ids": torch.zeros_like(input_ids)}
+        with torch.inference_mode():
+            emb = model({k: v.to(device()) for k, v in features.items()})["sentence_embedding"].float().cpu().numpy()
+        if out is None:
+            out = np.empty((n, emb.shape[1]), np.float32)
+        out[start : start + len(ids)] = emb
+    assert out is not None
+    return out
+
+
+def pca(vectors: np.ndarray, dims: int | None) -> np.ndarray:
+    """(vocab, dims): ``vectors`` centred and projected on their top ``dims`` principal directions (each
+    direction's sign fixed: the same input gives the same bytes); ``None``: centred only."""
+    centred = vectors.astype(np.float64) - vectors.mean(axis=0)
+    if dims is None:
+        return centred.astype(np.float32)
+    if dims > min(vectors.shape):
+        raise ModelError(f"static.dims {dims}: the vocabulary's vectors are {vectors.shape[1]} wide; set static.dims "
+                         f"to at most {min(vectors.shape)} (or null for the model's width)")
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    top = vt[:dims]
+    top = top * np.where(np.sign(top.sum(axis=1, keepdims=True)) == 0, 1, np.sign(top.sum(axis=1, keepdims=True)))
+    return (centred @ top.T).astype(np.float32)
+
+
+def token_counts(tok: Tokenizer, sentences: Sequence[str]) -> np.ndarray:
+    """(vocab,) int64: how often each token occurs in ``sentences``, tokenised as the static model tokenises."""
+    counts = np.zeros(tok.get_vocab_size(), np.int64)
+    for start in range(0, len(sentences), 4096):
+        for enc in tok.encode_batch(list(sentences[start : start + 4096]), add_special_tokens=False):
+            np.add.at(counts, enc.ids, 1)
+    return counts
+
+
+def sif_weights(how: str, sif: float, counts: np.ndarray | None, vocab: int) -> np.ndarray:
+    """(vocab,) float32 weights ``sif / (sif + p)``: ``p`` from ``counts`` (add-one smoothed), or Zipf's law on
+    the vocabulary's order (Model2Vec's proxy when no text is counted), or ones (``none``)."""
+    if how == "none":
+        return np.ones(vocab, np.float32)
+    if how == "counts":
+        if counts is None:
+            raise ModelError("static.weights counts needs the sentences' token counts")
+        p = (counts + 1.0) / (counts.sum() + vocab)
+    elif how == "zipf":
+        inv_rank = 1.0 / np.arange(2, vocab + 2)
+        p = inv_rank / inv_rank.sum()
+    else:
+        raise ModelError(f"static.weights: expected one of {', '.join(WEIGHTS)}; found {how!r}")
+    return (sif / (sif + p)).astype(np.float32)
+
+
+def distil(model: SentenceTransformer, spec: str, dims: int | None, weights: str, sif: float,
+           sentences: Sequence[str] = (), progress: bool = True) -> tuple[SentenceTransformer, dict]:
+    """A static SentenceTransformer distilled from ``model`` (named ``spec``) and what was done, for the report."""
+    tok = fast_tokenizer(model, spec)
+    vectors = token_vectors(model, tok, progress=progress)
+    table = pca(vectors, dims)
+    counts = token_counts(tok, sentences) if weights == "counts" else None
+    table *= sif_weights(weights, sif, counts, len(table))[:, None]
+    module = StaticEmbedding(tok, embedding_weights=torch.from_numpy(table), base_model=spec)
+    static = SentenceTransformer(modules=[module], device=device())
+    facts = {"from": spec, "vocab": len(table), "dims": int(table.shape[1]), "weights": weights, "sif": sif}
+    if counts is not None:
+        facts |= {"counted_sentences": len(sentences), "counted_tokens": int(counts.sum()),
+                  "vocab_seen": int((counts > 0).sum())}
+    return static, facts

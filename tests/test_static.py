@@ -1,0 +1,94 @@
+"""A static student (student.kind static): the start distilled from a transformer by stage cut (pldistill.static),
+trained by stages gold, embed and distill as any student, loaded by sentence-transformers alone."""
+
+import json
+
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from pldistill import cut as cutting
+from pldistill import static
+from pldistill.config import ConfigError
+from pldistill.errors import ModelError
+from pldistill.io import sha256_file
+from pldistill.models import BiEncoder, StaticEmbedding, is_static
+from pldistill.validate import parse_params
+from tests.conftest import run_chain
+
+
+def test_sif_weights_fall_with_a_tokens_frequency():
+    counts = np.array([0, 1, 10, 1000])
+    w = static.sif_weights("counts", 1e-3, counts, 4)
+    assert w.dtype == np.float32 and list(np.argsort(-w)) == [0, 1, 2, 3]  # unseen weighs most, frequent least
+    p = (counts + 1.0) / (counts.sum() + 4)
+    np.testing.assert_allclose(w, 1e-3 / (1e-3 + p), rtol=1e-6)
+    zipf = static.sif_weights("zipf", 1e-3, None, 5)
+    assert np.all(np.diff(zipf) > 0)  # later in the vocabulary: rarer by Zipf's law, weighed more
+    assert np.all(static.sif_weights("none", 1e-3, None, 3) == 1)
+    with pytest.raises(ModelError, match="needs the sentences' token counts"):
+        static.sif_weights("counts", 1e-3, None, 3)
+
+
+def test_pca_is_centred_deterministic_and_refuses_more_dims_than_there_are():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(50, 8)).astype(np.float32) + 3
+    a, b = static.pca(v, 4), static.pca(v.copy(), 4)
+    assert a.shape == (50, 4) and a.tobytes() == b.tobytes()
+    np.testing.assert_allclose(a.mean(axis=0), 0, atol=1e-5)
+    var = a.var(axis=0)
+    assert np.all(np.diff(var) <= 1e-6)  # the top directions first
+    assert static.pca(v, None).shape == (50, 8)
+    with pytest.raises(ModelError, match="static.dims 9: the vocabulary's vectors are 8 wide"):
+        static.pca(v, 9)
+
+
+def test_token_counts_count_the_tokens_the_static_model_reads(tiny_model_dir):
+    model = BiEncoder.load(str(tiny_model_dir)).model
+    tok = static.fast_tokenizer(model, "tiny")
+    counts = static.token_counts(tok, ["the cat", "the dog"])
+    the = tok.token_to_id("the")
+    assert counts[the] == 2 and counts.sum() == 4 and counts[tok.token_to_id("[CLS]")] == 0
+
+
+def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(chains, tmp_path):
+    chain = chains("augsbert")
+    raw = chain.params.model_dump(mode="json")
+    params = parse_params({**raw, "student": {**raw["student"], "kind": "static"},
+                           "static": {"dims": 16, "lr": 0.05, "embed_lr": 0.05},
+                           "embed": {**raw["embed"], "epochs": 1, "batch_size": 8}})
+    root = chain.copy_to(tmp_path / "c")
+    report = run_chain(params, root, ("cut",))
+    choice = json.loads((root / "models/cut/cut.json").read_text())
+    assert choice["kind"] == "static" and choice["dims"] == 16 and choice["weights"] == "counts"
+    assert choice["counted_sentences"] > 0 and choice["vocab"] == 30522 and report["kind"] == "static"
+    start = SentenceTransformer(str(root / "models/cut/static"))  # sentence-transformers alone loads it
+    assert isinstance(start[0], StaticEmbedding) and start.encode(["a cat"]).shape == (1, 16)
+    first = sha256_file(root / "models/cut/static/model.safetensors")
+    run_chain(params, root, ("cut",))  # the same seed: the same bytes
+    assert sha256_file(root / "models/cut/static/model.safetensors") == first
+
+    resolved = cutting.resolve(params, root / "models/cut")
+    assert resolved.student.model == str(root / "models/cut/static") and resolved.student.layers is None
+    assert resolved.static.model == params.student.model  # auto: the student's model
+    assert resolved.student.lr == params.student.lr and resolved.embed.lr == params.embed.lr  # what evaluate sees
+    assert cutting.resolve(params, root / "models/cut", trains="student").student.lr == 0.05  # gold and distill
+    assert cutting.resolve(params, root / "models/cut", trains="embed").embed.lr == 0.05
+
+    run_chain(params, root, ("gold", "embed", "distill", "evaluate"))
+    for trained in ("models/gold", "models/embed", "models/bi"):
+        model = BiEncoder.load(str(root / trained))
+        assert is_static(model.model) and model.dim == 16, trained
+    emb = json.loads((root / "metrics/embed.json").read_text())
+    assert emb["projection"] == "pca" and emb["teacher_width"] == 32  # the tiny transformer's embeddings, to 16
+    result = json.loads((root / "metrics/eval.json").read_text())
+    assert result["bi"]["speed"] > 0 and result["baseline"]["start"]["speed"] > 0
+
+
+def test_static_is_refused_where_the_recipe_needs_a_transformer_and_without_stage_cut():
+    with pytest.raises(ConfigError, match="student.kind static .* recipe dse needs a transformer student"):
+        parse_params({"recipe": "dse", "student": {"kind": "static"}})
+    with pytest.raises(ConfigError, match="static.weights: expected one of counts"):
+        parse_params({"static": {"weights": "tfidf"}})
+    with pytest.raises(ConfigError, match="student.kind is static: the stage needs stage cut's folder"):
+        cutting.resolve(parse_params({"student": {"kind": "static"}}), None)
