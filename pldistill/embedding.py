@@ -25,7 +25,7 @@ from pldistill import losses, schemas, store
 from pldistill.config import EmbedParams
 from pldistill.io import ROW_GROUP, atomic_path
 from pldistill.models import BatchLoss, BiEncoder
-from pldistill.numeric import l2_normalise
+from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
 
@@ -76,10 +76,7 @@ def pca_projection(emb: np.ndarray, dim: int) -> np.ndarray:
     if dim > emb.shape[1] or dim > len(emb):
         raise EmbedError(f"PCA onto {dim} dimensions needs at least {dim} sentences and a teacher at least that "
                          f"wide; found {len(emb)} sentences of width {emb.shape[1]}")
-    centred = emb.astype(np.float64) - emb.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    signs = np.sign(vt[:dim, :].sum(axis=1, keepdims=True))  # a fixed sign per direction: same input, same output
-    return (vt[:dim] * np.where(signs == 0, 1, signs)).astype(np.float32)
+    return principal_directions(emb, dim).astype(np.float32)
 
 
 def targets(emb: np.ndarray, student_dim: int, params: EmbedParams) -> tuple[np.ndarray, str]:

@@ -22,3 +22,12 @@ def logit(p: np.ndarray) -> np.ndarray:
 def l2_normalise(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (an all-zero row stays zero)."""
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def principal_directions(x: np.ndarray, dim: int) -> np.ndarray:
+    """(dim, width) float64: the top ``dim`` principal directions of the rows of ``x`` (centred to find them), each
+    direction's sign fixed so its entries sum to >= 0: the same input gives the same bytes."""
+    centred = x.astype(np.float64) - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    signs = np.sign(vt[:dim].sum(axis=1, keepdims=True))
+    return vt[:dim] * np.where(signs == 0, 1, signs)

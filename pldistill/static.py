@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from pldistill.device import device
 from pldistill.errors import ModelError
 from pldistill.models import StaticEmbedding
+from pldistill.numeric import principal_directions
 
 WEIGHTS = ("counts", "zipf", "none")
 VOCAB_BATCH = 512  # tokens per forward pass: each input is 3 tokens long
@@ -80,10 +81,7 @@ def pca(vectors: np.ndarray, dims: int | None) -> np.ndarray:
     if dims > min(vectors.shape):
         raise ModelError(f"static.dims {dims}: the vocabulary's vectors are {vectors.shape[1]} wide; set static.dims "
                          f"to at most {min(vectors.shape)} (or null for the model's width)")
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    top = vt[:dims]
-    top = top * np.where(np.sign(top.sum(axis=1, keepdims=True)) == 0, 1, np.sign(top.sum(axis=1, keepdims=True)))
-    return (centred @ top.T).astype(np.float32)
+    return (centred @ principal_directions(vectors, dims).T).astype(np.float32)
 
 
 def token_counts(tok: Tokenizer, sentences: Sequence[str]) -> np.ndarray:
