@@ -14,13 +14,6 @@ from pldistill.config import DataParams
 from pldistill.errors import DataError
 from pldistill.reading import read_table
 
-
-def _key(a: str, b: str) -> tuple[str, str]:
-    """A pair either way round, case aside."""
-    a, b = a.casefold(), b.casefold()
-    return (a, b) if a <= b else (b, a)
-
-
 EMPTY = pd.DataFrame({"sentence1": pd.Series(dtype=str), "sentence2": pd.Series(dtype=str)})
 
 
@@ -57,10 +50,8 @@ def clean(pairs: pd.DataFrame, scored: dict[str, pd.DataFrame], min_chars: int, 
     if pairs.empty:
         return EMPTY, {"rows_in": 0, "rows_out": 0, "dropped": {}}
     out, dropped = cleaning.clean_train(pairs.assign(score=0.0), min_chars, form)
-    gold = {_key(a, b) for df in scored.values()
-            for a, b in zip(df["sentence1"], df["sentence2"])}
-    is_gold = pd.Series([_key(a, b) in gold for a, b in zip(out["sentence1"],
-                                                                                      out["sentence2"])], dtype=bool)
+    gold = {k for df in scored.values() for k in cleaning.pair_keys(df)}  # either order; case, spacing aside
+    is_gold = pd.Series([k in gold for k in cleaning.pair_keys(out)], dtype=bool)
     dropped = Counter(dropped)
     dropped["gold_pair"] = int(is_gold.sum())
     out = out[~is_gold.to_numpy()].reset_index(drop=True)

@@ -24,6 +24,17 @@ import pyarrow.parquet as pq
 
 from pldistill.errors import WriteError
 
+
+def default_root() -> Path:
+    """Where the pipeline keeps what lives beside DVC's outputs (pldistill.store's finished steps, mid-run
+    checkpoints, the workspace's stage lock): ``$PLDISTILL_STORE``, else ``$DVC_ROOT/.pldistill-store`` (DVC sets
+    DVC_ROOT to the project root, also for `--temp` and queued experiments), else ``.pldistill-store`` in the
+    working directory."""
+    if os.environ.get("PLDISTILL_STORE"):
+        return Path(os.environ["PLDISTILL_STORE"])
+    return Path(os.environ.get("DVC_ROOT", ".")) / ".pldistill-store"
+
+
 # What a full or read-only disk looks like: an errno, or only a message (pyarrow's and safetensors' errors).
 DISK_ERRNOS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
                errno.EROFS: "Read-only file system", errno.EFBIG: "File too large"}

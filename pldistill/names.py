@@ -1,13 +1,16 @@
 """The names params.yaml may use for what a registry holds, at the bottom of the import graph: pldistill.validate
 checks a value against them without importing the code behind them, so checking params (every stage's first
 step) does not make a data stage depend on sampling or translation code. Each registry refuses a name missing
-here, and tests/test_validate.py checks that the two agree.
+here, and tests/test_recipes.py checks that the two agree.
 
-Adding a sampling strategy, a dataset or a translation backend: register it in its module and name it here."""
+Adding a sampling strategy, a dataset, a translation backend or a bundled model: register it in its module and
+name it here."""
 
 from __future__ import annotations
 
-from pldistill.recipes import RECIPES  # noqa: F401  (the recipes' names: that package's __init__ imports nothing)
+# params.recipe's values, each the name of one recipe (pldistill.recipes.registry; its module: the name with - as _).
+# The first is the default.
+RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
 
 # sample.strategy (pldistill.sampling.REGISTRY); several may be joined by + (bm25+semantic is one of its own)
 STRATEGIES = ("none", "random", "kde", "bm25", "semantic", "given", "bm25+semantic")
@@ -15,3 +18,5 @@ STRATEGIES = ("none", "random", "kde", "bm25", "semantic", "given", "bm25+semant
 DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 # augment.rtt.backend (pldistill.rtt.BACKENDS, and none)
 RTT_BACKENDS = ("none", "marian", "table")
+# bundled:<name> model specs (pldistill.bundled.BUNDLED, which holds where each ships and its checksum)
+BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from pldistill.bundled import BUNDLED
+from pldistill.names import BUNDLED_MODELS
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
@@ -21,7 +21,6 @@ FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression", "classification")
 TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
 CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
-BUNDLED_MODELS = tuple(BUNDLED)
 # What runs on several processes (params `processes`, pldistill.distributed), and why the others do not yet.
 DISTRIBUTED_RECIPES = ("augsbert", "dse")
 DISTRIBUTED_WHY = {

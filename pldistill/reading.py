@@ -189,3 +189,19 @@ def read_table(path: Path, bad_lines: list[str] | None = None) -> tuple[pd.DataF
 def read_lines(path: Path) -> list[str]:
     """A text file's lines (one sentence a line), read as ``read_text`` reads."""
     return read_text(path).splitlines()
+
+
+def read_sentences(path: Path | str, key: str) -> list[str]:
+    """A file of plain sentences, the param ``key`` names it (embed.corpus, augment.rtt.corpus): a .txt, one
+    sentence a line (blank lines skipped), or a table with a ``sentence`` column; read as every table is."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: {key} not found; expected a .txt (one sentence a line) or a table with a "
+                        f"sentence column")
+    if path.suffix.lower() == ".txt":
+        return [line for line in read_lines(path) if line.strip()]
+    df, _ = read_table(path)
+    if "sentence" not in df.columns:
+        raise DataError(f"{path} ({key}): expected a column named sentence; found {list(df.columns)}; or give a .txt "
+                        f"file, one sentence a line")
+    return df["sentence"].astype(str).tolist()

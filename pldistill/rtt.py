@@ -20,10 +20,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from pldistill.cleaning import normalise
-from pldistill.errors import DataError, RTTError
+from pldistill.cleaning import distinct, normalise, sentence_key
+from pldistill.errors import RTTError
 from pldistill.models import autocast, device, length_sorted_batches, resolve
-from pldistill.reading import read_table
+from pldistill.reading import read_sentences, read_table
 
 # A language's script: letters outside it are stripped from its sentences.
 SCRIPTS = {"latin": ("LATIN",), "cyrillic": ("CYRILLIC",), "greek": ("GREEK",), "han": ("CJK", "IDEOGRAPHIC"),
@@ -55,25 +55,26 @@ def clean_sentence(text: str, script: str, form: str = "NFKC") -> str:
 
 def clean_corpus(sentences: Sequence[str], script: str, min_chars: int,
                  form: str = "NFKC") -> tuple[list[str], Counter]:
-    """Clean every sentence; drop those shorter than ``min_chars`` afterwards and repeats, counted by reason."""
-    kept: dict[str, None] = {}
+    """Clean every sentence; drop those shorter than ``min_chars`` afterwards and repeats (cleaning.sentence_key:
+    case, spacing, Unicode form aside), counted by reason."""
+    kept: dict[str, str] = {}  # cleaning.sentence_key -> the sentence
     dropped: Counter = Counter()
     for s in sentences:
         c = clean_sentence(s, script, form)
         if len(c) < min_chars:
             dropped["too_short"] += 1
-        elif c in kept:
+        elif sentence_key(c) in kept:
             dropped["duplicate"] += 1
         else:
-            kept[c] = None
-    return list(kept), dropped
+            kept[sentence_key(c)] = c
+    return list(kept.values()), dropped
 
 
 def compensate(corpus: list[str], task_sentences: Sequence[str], dropped: int) -> tuple[list[str], int]:
     """Top the corpus back up by up to ``dropped`` sentences from the task's own (unlabelled) pairs that it
     does not hold yet, in their order. Returns the corpus and how many were added."""
-    have = set(corpus)
-    extra = [s for s in dict.fromkeys(task_sentences) if s not in have][:dropped]
+    have = {sentence_key(s) for s in corpus}
+    extra = distinct(task_sentences, have)[0][:dropped]
     return corpus + extra, len(extra)
 
 
@@ -180,13 +181,5 @@ def paraphrase(corpus: list[str], languages: Sequence[str], round_trip: RoundTri
 
 
 def load_corpus(path: Path | str) -> list[str]:
-    """A corpus file: one sentence per line (.txt), or a table with a ``sentence`` column."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: augment.rtt.corpus file not found")
-    if path.suffix.lower() == ".txt":
-        return [line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    df, _ = read_table(path)
-    if "sentence" not in df.columns:
-        raise DataError(f"{path}: expected a column sentence (found {list(df.columns)}), or use a .txt file")
-    return [str(s) for s in df["sentence"]]
+    """augment.rtt.corpus: one sentence per line (.txt), or a table with a ``sentence`` column (pldistill.reading)."""
+    return read_sentences(path, "augment.rtt.corpus")

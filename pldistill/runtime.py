@@ -24,8 +24,7 @@ from typing import Protocol
 
 from pldistill.config import Params
 from pldistill.errors import REPORTED
-from pldistill.seeding import seed_all  # noqa: F401  (re-exported: stages seeded from here before it moved)
-from pldistill.store import default_root
+from pldistill.io import default_root
 from pldistill.validate import load_params
 
 LOCK_FILE = "stage.lock"  # under the store root: $DVC_ROOT/.pldistill-store

@@ -1,7 +1,8 @@
 """Pair-sampling strategies of Augmented SBERT, behind a registry keyed by ``sample.strategy``.
 
 A strategy turns the gold training pairs into new *unlabelled* candidate pairs over the same unique
-sentences: never a self pair, never a gold pair, each unordered pair once. ``kde`` only draws its
+sentences: never a self pair, never a gold pair, each unordered pair once (sentences compared as
+cleaning.sentence_key compares them: case, spacing and Unicode form aside). ``kde`` only draws its
 random pool here; the teacher labels the pool in the `label` stage, which keeps the pairs whose
 scores make the silver distribution match the gold one (see ``pldistill.diagnostics``).
 """
@@ -17,6 +18,7 @@ import pandas as pd
 
 from pldistill import names, semantic
 from pldistill.bm25 import BM25Index, tokenize
+from pldistill.cleaning import distinct, pair_key
 from pldistill.config import SampleParams
 
 
@@ -54,16 +56,18 @@ def register(name: str) -> Callable[[Strategy], Strategy]:
 
 
 def unique_sentences(pairs: pd.DataFrame) -> list[str]:
-    """Unique sentences in order of first appearance (so ids are stable for a given input)."""
+    """Unique sentences (cleaning.distinct) in order of first appearance (so ids are stable for a given input)."""
     both = np.column_stack([pairs["sentence1"].to_numpy(), pairs["sentence2"].to_numpy()]).ravel()
-    return list(dict.fromkeys(both.tolist()))
+    return distinct(both.tolist())[0]
 
 
-def pair_key(a: str, b: str) -> tuple[str, str]:
-    return (a, b) if a <= b else (b, a)
+def is_self(key: str) -> bool:
+    """A pair key (cleaning.pair_key) of a sentence with itself."""
+    a, _, b = key.partition("\0")
+    return a == b
 
 
-def gold_keys(gold: pd.DataFrame) -> set[tuple[str, str]]:
+def gold_keys(gold: pd.DataFrame) -> set[str]:
     return {pair_key(a, b) for a, b in zip(gold["sentence1"], gold["sentence2"])}
 
 
@@ -73,7 +77,7 @@ def new_pairs(found: Iterable[tuple[str, str]], gold: pd.DataFrame, strategy: st
     rows = []
     for a, b in found:
         key = pair_key(a, b)
-        if a == b or key in seen:
+        if key in seen or is_self(key):
             continue
         seen.add(key)
         rows.append((a, b))
@@ -93,7 +97,7 @@ def random_pairs(ctx: Context, n: int, strategy: str) -> pd.DataFrame:
     sents = ctx.sentences
     m = len(sents)
     taken = gold_keys(ctx.gold)
-    available = m * (m - 1) // 2 - sum(a != b for a, b in taken)  # gold self pairs are not among the m(m-1)/2
+    available = m * (m - 1) // 2 - sum(not is_self(k) for k in taken)  # gold self pairs are not among the m(m-1)/2
     n = min(n, max(available, 0))
     rows: list[tuple[str, str]] = []
     while len(rows) < n:
@@ -164,8 +168,8 @@ def sample_given(ctx: Context) -> pd.DataFrame:
 
 def merge(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Union of candidate sets, each unordered pair once; a pair found by several records all, joined by "+"."""
-    order: dict[tuple[str, str], tuple[str, str]] = {}
-    found_by: dict[tuple[str, str], list[str]] = {}
+    order: dict[str, tuple[str, str]] = {}
+    found_by: dict[str, list[str]] = {}
     for part in parts:
         for a, b, s in zip(part["sentence1"], part["sentence2"], part["strategy"]):
             key = pair_key(a, b)

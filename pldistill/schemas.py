@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from pldistill.cleaning import sentence_key
 from pldistill.errors import SchemaError
 from pldistill.io import ROW_GROUP, atomic_path, write_parquet
 
@@ -155,9 +156,10 @@ def sentences(path: Path | str, schema: pa.Schema = PAIRS) -> list[str]:
     return [*df["sentence1"], *df["sentence2"]]
 
 
-def eval_sentences(clean: Path | str) -> set[str]:
-    """The sentences of the cleaned dev and test pairs: no stage may learn one of them."""
-    return {t for split in ("dev", "test") for t in sentences(Path(clean) / f"{split}.parquet")}
+def eval_keys(clean: Path | str) -> set[str]:
+    """The sentences of the cleaned dev and test pairs, as cleaning.sentence_key compares them (case, spacing,
+    Unicode form aside): no stage may learn one of them."""
+    return {sentence_key(t) for split in ("dev", "test") for t in sentences(Path(clean) / f"{split}.parquet")}
 
 
 def rows(path: Path | str) -> int:

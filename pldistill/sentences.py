@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from pldistill import schemas
-from pldistill.cleaning import normalise
+from pldistill.cleaning import distinct, normalise, sentence_key
 from pldistill.config import EmbedParams
 from pldistill.errors import DataError
-from pldistill.reading import read_lines, read_table
+from pldistill.reading import read_sentences
 
 
 class EmbedError(DataError):
@@ -22,28 +22,22 @@ class EmbedError(DataError):
 def read_corpus(path: Path) -> list[str]:
     """embed.corpus: a .txt (one sentence a line) or a table with a ``sentence`` column, read as every table is
     (pldistill.reading: compressed or not, UTF-8 or UTF-16 with its mark)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: embed.corpus not found; expected a .txt (one sentence a line) or a "
-                                f"table with a sentence column")
-    if path.suffix.lower() == ".txt":
-        return read_lines(path)
-    df, _ = read_table(path)
-    if "sentence" not in df.columns:
-        raise EmbedError(f"{path}: expected a column named sentence; found {list(df.columns)}")
-    return df["sentence"].astype(str).tolist()
+    return read_sentences(path, "embed.corpus")
 
 
 def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
            rng: np.random.Generator) -> tuple[list[str], dict]:
     """The sentences the student learns, in a fixed order, and how many each source gave.
 
-    A sentence seen in dev or test is held out (counted), so no evaluation sentence is learned."""
-    held = schemas.eval_sentences(clean)
+    Sentences are compared as cleaning.sentence_key compares them (case, spacing, Unicode form aside): one seen
+    in dev or test is held out (counted), so no evaluation sentence is learned, and copies are learned once."""
+    held = schemas.eval_keys(clean)
     parts: dict[str, list[str]] = {}
     if params.corpus:  # first: its sentences keep their places (and their stored teacher embeddings, chunk by
         # chunk) whatever the seed draws of the task's, so a second student reuses them
-        corpus = [normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))]
-        corpus = list(dict.fromkeys(t for t in corpus if len(t) >= min_chars))
+        corpus = [t for t in (normalise(t, unicode_form) for t in read_corpus(Path(params.corpus)))
+                  if len(t) >= min_chars]
+        corpus, _ = distinct(corpus)
         if params.max_corpus is not None and len(corpus) > params.max_corpus:
             corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
         parts["corpus"] = corpus
@@ -54,17 +48,18 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
     if "paraphrases" in params.sources:
         df = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
         parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]
-    seen: dict[str, None] = {}
+    seen: dict[str, str] = {}  # sentence_key -> the first spelling seen
     counts = {"held_out_eval": 0}
     for name, texts in parts.items():
         before = len(seen)
         for t in texts:
-            if t in held:
+            k = sentence_key(t)
+            if k in held:
                 counts["held_out_eval"] += 1
-            elif t not in seen:
-                seen[t] = None
+            else:
+                seen.setdefault(k, t)
         counts[name] = len(seen) - before  # new distinct sentences this source added
     if not seen:
         raise EmbedError(f"embed: no sentence to learn (sources {list(params.sources)}, corpus {params.corpus}); "
                          f"add a source or set embed.corpus")
-    return list(seen), counts
+    return list(seen.values()), counts

@@ -8,7 +8,7 @@ import contextlib
 from pathlib import Path
 
 from pldistill import checkpoints, distributed, tracking
-from pldistill.store import default_root
+from pldistill.io import default_root
 
 
 class Training:

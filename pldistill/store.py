@@ -25,18 +25,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pldistill.io import alive, fsync, sha256_file
+from pldistill.io import alive, default_root, fsync, sha256_file
 from pldistill.seeding import seed_all
 
 MANIFEST = "MANIFEST.json"
-
-
-def default_root() -> Path:
-    """``$PLDISTILL_STORE``, else ``$DVC_ROOT/.pldistill-store`` (DVC sets DVC_ROOT to the project root,
-    also for `--temp` and queued experiments), else ``.pldistill-store`` in the working directory."""
-    if os.environ.get("PLDISTILL_STORE"):
-        return Path(os.environ["PLDISTILL_STORE"])
-    return Path(os.environ.get("DVC_ROOT", ".")) / ".pldistill-store"
 
 
 def digest(obj: object) -> str:

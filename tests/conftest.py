@@ -138,6 +138,8 @@ class ParamReads:
         self._paths: dict[int, str] = {}
         self._alive: list[BaseModel] = []  # every section seen stays alive, so no id is reused
         self._in_view = 0
+        self._quiet = 0  # inside pldistill.recipes.cycles.values: the stored cycles' fingerprint reads every key
+        # stage distill tracks, by design (its key is what DVC tracks); counted, no tracked key could ever be unread
         self._register(self.params, "")
 
     def _register(self, section: BaseModel, path: str) -> None:
@@ -146,7 +148,7 @@ class ParamReads:
 
     def _getattribute(self, obj: BaseModel, name: str) -> object:
         path = self._paths.get(id(obj))
-        if path is None:
+        if path is None or self._quiet:
             return object.__getattribute__(obj, name)
         if name in type(obj).model_fields:
             value = object.__getattribute__(obj, name)
@@ -188,9 +190,23 @@ class ParamReads:
         reads = self
         # a function, not the bound method: set on the class, it is called with the instance first
         BaseModel.__getattribute__ = lambda obj, name: reads._getattribute(obj, name)  # noqa: PLW0108
+        from pldistill.recipes import cycles
+
+        self._values = values = cycles.values
+
+        def quiet(*args, **kwargs):
+            reads._quiet += 1
+            try:
+                return values(*args, **kwargs)
+            finally:
+                reads._quiet -= 1
+        cycles.values = quiet
         return self
 
     def __exit__(self, *exc) -> None:
+        from pldistill.recipes import cycles
+
+        cycles.values = self._values
         del BaseModel.__getattribute__
 
 

@@ -24,7 +24,7 @@ class Killed(Exception):
 def _start(tiny_model_dir, params, kill_at_eval=None):
     """fit_seeds' start(seed), seeded as the stages seed, its dev score raising ``Killed`` at the
     ``kill_at_eval``-th evaluation (1 is step 0's) of any run."""
-    from pldistill.runtime import seed_all
+    from pldistill.seeding import seed_all
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate

@@ -75,6 +75,9 @@ def test_unlabelled_pairs_keep_each_pair_once_and_say_where_it_came_from():
     pairs = unlabelled_pairs({"train": train, "dev": dev}, cands)
     assert list(pairs.columns) == ["sentence1", "sentence2", "strategy"]  # no scores: nothing gold is learned
     assert pairs.values.tolist() == [["a", "x", "train"], ["b", "y", "train"], ["c", "z", "dev"], ["d", "w", "bm25"]]
+    swapped = pd.DataFrame({"sentence1": ["X", "w"], "sentence2": ["A", "e"], "strategy": ["bm25", "bm25"]})
+    pairs = unlabelled_pairs({"train": train}, swapped)  # either order, any case: the same pair
+    assert pairs.values.tolist() == [["a", "x", "train"], ["b", "y", "train"], ["w", "e", "bm25"]]
 
 
 def test_cosine_targets_are_in_unit_interval():
@@ -253,11 +256,29 @@ def test_sequential_starts_each_model_from_the_one_that_just_labelled(tiny_model
                 str(bi_start), model("c01-cross-0"), model("c01-bi-0"), model("c02-cross-0")]
 
 
-def test_fingerprint_covers_the_code_dvc_lists_for_distill():
-    from pldistill.recipes.trans_encoder import CODE
+def test_the_stored_cycles_are_keyed_by_what_dvc_yaml_tracks_for_distill(tiny_model_dir, tmp_path):
+    """One list (dvc.yaml's), not a second kept by hand: a tracked key or code file changes the fingerprint,
+    ``cycles`` does not (growing it reuses the finished cycles)."""
+    from pldistill.recipes import cycles
+
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["distill"]
-    listed = {d for d in stage["deps"] if d.endswith(".py")}
-    assert listed <= {str(p.relative_to(ROOT)) for p in CODE}
+    keys, code = cycles.tracked()
+    assert keys == [k for k in stage["params"] if isinstance(k, str)] and "cycles" in keys
+    assert {str(p.relative_to(ROOT)) for p in code} == {d for d in stage["deps"] if d.endswith(".py")}
+    params = parse_params(raw_params(str(tiny_model_dir)))
+    data = tmp_path / "d.parquet"
+    data.write_bytes(b"rows")
+    base = cycles.run_fingerprint(params, [data], [])
+    assert cycles.run_fingerprint(params.model_copy(update={"cycles": 7}), [data], []) == base
+    for section, change in (("trans", {"target": "affine"}), ("evaluate", {"batch_size": 3})):
+        other = params.model_copy(update={section: getattr(params, section).model_copy(update=change)})
+        assert cycles.run_fingerprint(other, [data], []) != base, section
+    untracked = params.model_copy(update={"augment": params.augment.model_copy(update={"min_chars": 9})})
+    assert cycles.run_fingerprint(untracked, [data], []) == base  # stage distill does not read it
+    missing = tmp_path / "dvc.yaml"
+    missing.write_text("stages: {}\n")
+    with pytest.raises(cycles.TrackingError, match="expected stage distill"):
+        cycles.tracked(dvc_yaml=missing)
 
 
 def test_a_semantic_sample_with_the_gold_encoder_is_not_unsupervised(tiny_model_dir):

@@ -183,6 +183,21 @@ def test_a_second_seed_reuses_the_corpus_teacher_embeddings(tmp_path, monkeypatc
     assert calls == [3, 1]  # the second seed encodes its own training sentences' chunk alone
 
 
+def test_an_evaluation_sentence_in_another_case_or_spacing_is_held_out_and_copies_learned_once(tmp_path):
+    """One normalisation (cleaning.sentence_key) wherever sentences are held out or merged (issue 35)."""
+    clean = tmp_path / "clean"
+    pair = lambda a, b: pd.DataFrame({"sentence1": a, "sentence2": b, "score": 0.5})  # noqa: E731
+    schemas.write(clean / "dev.parquet", pair(["A dog runs."], ["The sun is out."]), schemas.PAIRS)
+    schemas.write(clean / "test.parquet", pair(["Rain falls."], ["Café noir."]), schemas.PAIRS)
+    corpus = tmp_path / "corpus.txt"  # case, spacing, a zero-width space, a decomposed accent
+    corpus.write_text("a dog RUNS.\nthe  sun\u200b is out.\nCafe\u0301 noir.\nA new one.\nA NEW ONE.\n")
+    schemas.write(clean / "train.parquet", pair(["a new one."], ["rain falls."]), schemas.PAIRS)
+    texts, counts = embedding.gather(EmbedParams(epochs=1, corpus=str(corpus), sources=["train"]), clean, "NFKC", 4,
+                                     np.random.default_rng(0))
+    assert texts == ["A new one."]  # the first spelling seen
+    assert counts == {"held_out_eval": 4, "corpus": 1, "train": 0}
+
+
 def test_embeddings_written_a_row_group_at_a_time_read_back_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(embedding, "ROW_GROUP", 3)
     texts = [f"s{i}" for i in range(7)]
@@ -243,11 +258,11 @@ def test_given_rest_needs_max_train(tiny_params):
 def test_given_pairs_drop_gold_pairs_of_every_split_either_way_round():
     gold = {"train": pd.DataFrame({"sentence1": ["A cat sits."], "sentence2": ["A dog runs."], "score": [0.5]}),
             "test": pd.DataFrame({"sentence1": ["Rain falls."], "sentence2": ["It rains."], "score": [0.9]})}
-    pairs = pd.DataFrame({"sentence1": ["a dog runs.", "It rains.", "Birds sing.", "Birds  sing."],
+    pairs = pd.DataFrame({"sentence1": ["a dog runs.", "\uff29\uff34 rains.", "Birds sing.", "Birds  sing."],
                           "sentence2": ["a cat sits.", "Rain falls.", "A bird sings.", "A bird sings."]})
-    kept, report = given.clean(pairs, gold, 4, "NFKC")
+    kept, report = given.clean(pairs, gold, 4, "NFC")  # NFC keeps the full-width IT; the pair key folds it
     assert kept.values.tolist() == [["Birds sing.", "A bird sings."]]
-    assert report["dropped"] == {"duplicate": 1, "gold_pair": 2}
+    assert report["dropped"] == {"duplicate": 1, "gold_pair": 2}  # case and width make no new pair
 
 
 def test_strategy_given_combines_with_bm25(tiny_params):
@@ -281,3 +296,10 @@ def test_the_corpus_is_read_as_every_table_is(tmp_path):
     bad.write_bytes("fine line\ncaf\xe9 au lait\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"bad\.txt: line 2 is not UTF-8"):
         embedding.read_corpus(bad)
+    from pldistill import rtt  # the RTT corpus goes through the same reader
+
+    assert rtt.load_corpus(packed) == ["first sentence here", "second sentence here"]
+    with pytest.raises(DataError, match=r"bad\.txt: line 2 is not UTF-8"):
+        rtt.load_corpus(bad)
+    with pytest.raises(DataError, match=r"nowhere\.txt: augment\.rtt\.corpus not found"):
+        rtt.load_corpus(tmp_path / "nowhere.txt")

@@ -149,6 +149,11 @@ def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
     assert [(s.name, s.language, s.sentences, s.positives) for s in sets] == [
         ("sub-01", "de", ["a b c d"], ["a c d"]), ("sub-02", "fr", ["a b c d", "e f g h"], ["a b c", "f e g h"])]
     assert ensemble.corpus(clean) == ["a b c d", "e f g h"]  # the RTT corpus, not the pairs
+    schemas.write(clean / "dev.parquet", pd.DataFrame({"sentence1": ["A B C D"], "sentence2": ["z z z z"],
+                                                       "score": [0.5]}), schemas.PAIRS)
+    assert ensemble.corpus(clean) == ["e f g h"]  # a dev sentence (in another case) is never learned
+    sets = ensemble.positive_sets(rtt, clean)
+    assert [(s.language, s.sentences) for s in sets] == [("fr", ["e f g h"])]
 
 
 def test_rtt_sub_models_learn_paraphrases_one_per_language_and_repeat_exactly(tiny_model_dir, tmp_path):

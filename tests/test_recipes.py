@@ -45,9 +45,10 @@ def test_the_names_validation_reads_are_the_registry_s():
 def test_the_names_params_are_checked_against_are_every_registry_s():
     """pldistill.names holds them at the bottom of the import graph (checking params imports no registry); each
     registry must hold exactly those."""
-    from pldistill import datasets, names, rtt, sampling
+    from pldistill import bundled, datasets, names, rtt, sampling
 
     assert tuple(sampling.REGISTRY) == names.STRATEGIES
+    assert tuple(bundled.BUNDLED) == names.BUNDLED_MODELS
     assert tuple(datasets.LOADERS) == names.DATASETS
     assert ("none", *rtt.BACKENDS) == names.RTT_BACKENDS
     with pytest.raises(ValueError, match="pldistill.names.STRATEGIES"):
@@ -62,5 +63,6 @@ def test_checking_params_imports_no_registry_and_no_model_code():
     code = ("import sys, pldistill.runtime, pldistill.validate; "
             "print(sorted(m for m in sys.modules if m.startswith('pldistill')))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic"):
+    for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic",
+                  "pldistill.bundled", "pldistill.store"):
         assert f"'{heavy}'" not in loaded, loaded

@@ -20,14 +20,14 @@ def test_cleaning_strips_other_scripts_collapses_punctuation_and_drops_short():
     assert rtt.clean_sentence("Hello 世界 world!!!", "latin") == "Hello world!"
     assert rtt.clean_sentence("Café Привет ok", "latin") == "Café ok"  # accents are Latin
     assert rtt.clean_sentence("Привет, mир", "cyrillic") == "Привет, ир"  # noqa: RUF001 -- Cyrillic on purpose: the script kept
-    kept, dropped = rtt.clean_corpus(["A fine sentence.", "ok", "日本", "A fine sentence.", "Another one!!"],
+    kept, dropped = rtt.clean_corpus(["A fine sentence.", "ok", "日本", "a FINE sentence.", "Another one!!"],
                                      "latin", 4)
     assert kept == ["A fine sentence.", "Another one!"]
     assert dict(dropped) == {"too_short": 2, "duplicate": 1}  # "日本" is empty once stripped
 
 
 def test_compensation_tops_up_with_new_task_sentences_only():
-    corpus, added = rtt.compensate(["a b c d"], ["a b c d", "e f g h", "i j k l", "m n o p"], dropped=2)
+    corpus, added = rtt.compensate(["a b c d"], ["A B C D", "e f g h", "E F G H", "i j k l", "m n o p"], dropped=2)
     assert corpus == ["a b c d", "e f g h", "i j k l"] and added == 2
 
 

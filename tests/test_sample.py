@@ -109,6 +109,17 @@ def test_bm25_plus_semantic_is_the_union_with_each_pair_once():
         assert by[k] == "bm25"
 
 
+def test_a_gold_pair_in_another_case_or_spacing_is_no_new_pair():
+    """Sampling compares sentences as cleaning.sentence_key does: case and spacing variants of the gold
+    sentences are the same sentences, so no candidate is a gold pair or a self pair in disguise."""
+    gold = pd.DataFrame({"sentence1": ["The cat sat.", "the  CAT sat."], "sentence2": ["A dog ran.", "A bird sang."],
+                         "score": [0.5, 0.6]})
+    c = ctx(gold, strategy="random", random={"pairs": 50})
+    assert c.sentences == ["The cat sat.", "A dog ran.", "A bird sang."]  # the first spelling of each
+    pairs = sample(c)
+    assert sorted(map(sorted, pairs[["sentence1", "sentence2"]].values.tolist())) == [["A bird sang.", "A dog ran."]]
+
+
 def test_merge_records_every_strategy_that_found_a_pair():
     a = pd.DataFrame({"sentence1": ["x", "y"], "sentence2": ["y", "z"], "strategy": ["bm25", "bm25"]})
     b = pd.DataFrame({"sentence1": ["y", "z"], "sentence2": ["x", "w"], "strategy": ["semantic", "semantic"]})

@@ -100,7 +100,7 @@ def test_optimizer_gives_named_submodules_their_own_learning_rate():
 
 def _seeded_start(tiny_model_dir, params, calls):
     """fit_seeds' start(seed): everything seeded from ``seed``; a real dev score on held-out pairs."""
-    from pldistill.runtime import seed_all
+    from pldistill.seeding import seed_all
     from pldistill.training import Fit
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)

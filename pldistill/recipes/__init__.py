@@ -9,9 +9,8 @@ no stage asks which recipe runs. What each recipe does at each stage:
     distill   bi on gold + silver  DSE student (head + enc.)  the cycles                 bi learns the embeddings
     evaluate  Teacher, bi student  Teacher, DSE student       last cycles' cross, bi     the ensemble, bi
 
-This module holds the names only and imports nothing (pldistill.validate checks ``recipe`` against them
-without importing a recipe); ``pldistill.recipes.registry.get`` returns a recipe.
+The recipes' names live in ``pldistill.names.RECIPES`` (pldistill.validate checks ``recipe`` against them
+without importing this package); ``pldistill.recipes.registry.get`` returns a recipe.
 """
 
-# params.recipe's values, each the name of one recipe (its module: the name with - as _). The first is the default.
-RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
+from pldistill.names import RECIPES  # noqa: F401  (their one list, at the bottom of the import graph)

@@ -96,7 +96,7 @@ class AugSBERT(Recipe):
         start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         chosen = rounds.best(steps)
         silver = chosen.meta.get("silver_pairs", len(labelled))
-        cycles = (f"{params.cycles} (selected on dev: cycle {rounds.cycle_of(chosen)}; later cycles learn pairs the "
+        cycles = (f"{params.cycles} (selected on dev: cycle {chosen.cycle}; later cycles learn pairs the "
                   "student mined)")
         card = self._card(params, teacher, len(gold), silver, start_from, chosen.meta["fit"], cycles)
         facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),

@@ -26,11 +26,6 @@ from pldistill.models import BiEncoder, PairModel
 from pldistill.store import digest
 from pldistill.teachers import Teacher
 
-_PACKAGE = Path(__file__).resolve().parents[1]
-# Code whose change must invalidate the stored steps of a recipe's cycles: every module of the package (a superset
-# of what stage distill runs, which tests/test_cycles.py checks), and the stage's own.
-CODE = [*sorted(_PACKAGE.rglob("*.py")), *(_PACKAGE.parent / "stages" / f for f in ("__init__.py", "distill.py"))]
-
 
 def weights_digest(spec: str) -> str:
     """What identifies a model in a stored step's key: the hashes of every file of a local (or bundled) directory;

@@ -10,9 +10,10 @@ Cycle c>1  c0N-mine   the student of cycle c-1 embeds the pool (every sentence o
            c0N-bi     the student of cycle c-1 trains ``rounds.epochs`` more epochs on gold + every silver pair
                       so far, selected on dev (its start counts, so a cycle never ends below the one before)
 
-Every step is a Store entry (pldistill.store) chained as Trans-Encoder's are, under a fingerprint that
-leaves ``cycles`` out: growing ``cycles`` reuses the finished cycles, and a killed run resumes at the step it
-was in. The student of the best cycle on dev is the stage's student; test is only reported.
+The steps run on the engine Trans-Encoder's run on (pldistill.recipes.cycles), under a fingerprint of what
+stage distill tracks but ``cycles`` and section ``rounds`` (which the keys of cycles 2.. add, so changing it
+keeps cycle 1): growing ``cycles`` reuses the finished cycles, and a killed run resumes at the step it was in.
+The student of the best cycle on dev is the stage's student; test is only reported.
 """
 
 from __future__ import annotations
@@ -31,22 +32,15 @@ from pldistill.config import Params, TrainParams
 from pldistill.io import atomic_dir, write_csv_rows
 from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
-from pldistill.recipes.base import (
-    CODE,
-    CYCLE_COLUMNS,
-    DistillDirs,
-    copy_dir,
-    cycle_row,
-    environment,
-    teacher_as_cross,
-    weights_digest,
-)
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
+from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report
+from pldistill.recipes.cycles import best as best_of
+from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.sampling import new_pairs, unique_sentences
-from pldistill.store import Entry, Steps, Store, digest, fingerprint
+from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_bi_encoder
 
-MODEL = "model"  # a training step's model directory
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined
 
@@ -56,49 +50,38 @@ def _log(msg: str) -> None:
 
 
 def run_fingerprint(params: Params, files: list[Path], models: list[Path]) -> str:
-    """What every stored step depends on, ``cycles`` left out: the data files, the teacher's and the
-    starting student's files, the params the cycles read but section ``rounds`` (which the keys of cycles 2..
-    add, so changing it keeps cycle 1), the code, library versions and the device."""
-    used = {"seed": params.seed, "student": params.student.model_dump(mode="json"),
-            "label": params.label.model_dump(mode="json"),
-            "evaluate": params.evaluate.model_dump(mode="json"),
-            "semantic": params.sample.semantic.model_dump(mode="json"), "teacher_max_length": params.teacher.max_length}
-    extra = {"models": {str(m): weights_digest(str(m)) for m in models}, **environment(("faiss-cpu",))}
-    return fingerprint([*files, *CODE], used, extra)
+    """What every stored step depends on (pldistill.recipes.cycles.run_fingerprint), section ``rounds`` left out:
+    the keys of cycles 2.. add it, so changing it keeps cycle 1."""
+    return fingerprint_of(params, files, [str(m) for m in models], leave_out=("rounds",),
+                                  packages=("faiss-cpu",))
 
 
-class Cycles:
+class Cycles(Engine):
     """The steps of one run: ``first`` trains cycle 1's student (the recipe's own training)."""
 
     def __init__(self, params: Params, store: Store, base: str, gold: pd.DataFrame, silver: pd.DataFrame,
                  taken: pd.DataFrame, select_on: pd.DataFrame, scored: dict[str, pd.DataFrame], teacher: Path,
                  first: Callable[[], tuple[BiEncoder, FitResult]], log: Callable[[str], None] = _log):
-        self.p, self.store, self.base, self.log = params, store, base, log
+        super().__init__(params, store, base, log)
         self.gold, self.silver, self.taken = gold, silver, taken
         self.select_on, self.scored, self.teacher, self.first = select_on, scored, teacher, first
-        self.steps: list[Entry] = []
-        self.chain = Steps(store, base, params.seed, log)
 
-    def _step(self, cycle: int, role: str, compute: Callable[[Path, dict], None]) -> Entry:
-        """Reuse the stored step, or compute it into the store (``Steps.run``); the section ``rounds`` enters the
-        keys of cycles 2 and later only."""
-        step = self.chain.run(f"c{cycle:02d}-{role}", compute, digest(self.p.rounds.model_dump(mode="json")))
-        self.steps.append(step)
-        return step
+    def _step(self, cycle: int, role: str, compute: Callable[[Path, dict], None]) -> Step:
+        """The section ``rounds`` enters the keys of cycles 2 and later only."""
+        return self.step(cycle, role, compute, salt=digest(self.p.rounds.model_dump(mode="json")))
 
     def _keep(self, tmp: Path, meta: dict, student: BiEncoder, res: FitResult) -> None:
-        student.save(tmp / MODEL)
-        meta.update(fit=res.summary(), curve=res.curve, **split_scores(student, self.scored, self.p.evaluate))
+        self.keep(tmp, meta, student, res, **split_scores(student, self.scored, self.p.evaluate))
 
     def _first(self, tmp: Path, meta: dict) -> None:
         student, res = self.first()
         self._keep(tmp, meta, student, res)
 
     def _silver_so_far(self) -> pd.DataFrame:
-        labelled = [schemas.read(s.path / PAIRS, schemas.PSEUDO) for s in self.steps if s.name.endswith("-label")]
+        labelled = [schemas.read(s.path / PAIRS, schemas.PSEUDO) for s in self.steps if s.role == "label"]
         return pd.concat([self.silver, *labelled], ignore_index=True)
 
-    def _mine(self, tmp: Path, meta: dict, cycle: int, student: Entry) -> None:
+    def _mine(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
         rp, sp = self.p.rounds, self.p.sample.semantic
         silver = self._silver_so_far()
         pool = unique_sentences(pd.concat([self.gold, silver], ignore_index=True))
@@ -114,7 +97,7 @@ class Cycles:
         schemas.write(tmp / PAIRS, kept, schemas.CANDIDATES)
         meta.update(pool=len(pool), found=len(fresh), kept=len(kept))
 
-    def _label(self, tmp: Path, meta: dict, cycle: int, mined: Entry) -> None:
+    def _label(self, tmp: Path, meta: dict, cycle: int, mined: Step) -> None:
         pairs = schemas.read(mined.path / PAIRS, schemas.CANDIDATES)
         teacher = Teacher.load(self.teacher, self.p.teacher.max_length)
         t0 = time.perf_counter()
@@ -123,7 +106,7 @@ class Cycles:
         meta.update(pairs=len(out), score_mean=round(float(out["score"].mean()), 4) if len(out) else None,
                     label_seconds=round(time.perf_counter() - t0, 1))
 
-    def _train(self, tmp: Path, meta: dict, cycle: int, student: Entry) -> None:
+    def _train(self, tmp: Path, meta: dict, cycle: int, student: Step) -> None:
         silver = self._silver_so_far()
         s1 = [*self.gold["sentence1"], *silver["sentence1"]]
         s2 = [*self.gold["sentence2"], *silver["sentence2"]]
@@ -138,28 +121,22 @@ class Cycles:
         self._keep(tmp, meta, model, res)
         meta["silver_pairs"] = len(silver)
 
-    def run(self, cycles: int) -> list[Entry]:
-        """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
+    def run(self, n: int) -> list[Step]:
+        """Run (or reuse) every step of ``n`` cycles; return the steps in order."""
         student = self._step(1, "bi", self._first)
-        for c in range(2, cycles + 1):
+        for c in range(2, n + 1):
             mined = self._step(c, "mine", lambda tmp, meta, c=c, s=student: self._mine(tmp, meta, c, s))
             self._step(c, "label", lambda tmp, meta, c=c, m=mined: self._label(tmp, meta, c, m))
             student = self._step(c, "bi", lambda tmp, meta, c=c, s=student: self._train(tmp, meta, c, s))
         return self.steps
 
 
-def cycle_of(step: Entry) -> int:
-    """The cycle of a step named like c02-mine."""
-    return int(step.name[1:3])
-
-
-def best(steps: list[Entry]) -> Entry:
+def best(steps: list[Step]) -> Step:
     """The student of highest dev Spearman; the earliest wins a tie."""
-    bis = [s for s in steps if s.name.endswith("-bi")]
-    return max(bis, key=lambda s: (s.meta["dev"]["spearman"], -cycle_of(s)))
+    return best_of([s for s in steps if s.role == "bi"])
 
 
-def finish(steps: list[Entry], dirs: DistillDirs, teacher: Teacher, start: dict, teacher_scores: dict,
+def finish(steps: list[Step], dirs: DistillDirs, teacher: Teacher, start: dict, teacher_scores: dict,
            silver: pd.DataFrame, card: str) -> dict:
     """Write the stage's outputs from the steps: the best cycle's student (models/bi), the teacher as
     models/cross, one Parquet per cycle of what the teacher labelled for it (data/pseudo), the score per
@@ -171,23 +148,21 @@ def finish(steps: list[Entry], dirs: DistillDirs, teacher: Teacher, start: dict,
     with atomic_dir(dirs.pseudo) as tmp:
         schemas.write(tmp / schemas.pseudo_file(1), silver, schemas.PSEUDO)
         for s in steps:
-            if s.name.endswith("-label"):
-                shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(cycle_of(s)))
+            if s.role == "label":
+                shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(s.cycle))
     metas = {s.name: s.meta for s in steps}
     rows, curve, per_cycle = [cycle_row(0, start, None)], [], []
     step_off = epoch_off = 0
-    for s in (s for s in steps if s.name.endswith("-bi")):
-        rows.append(cycle_row(cycle_of(s), s.meta, teacher_scores))
+    for s in (s for s in steps if s.role == "bi"):
+        rows.append(cycle_row(s.cycle, s.meta, teacher_scores))
         curve += [[step_off + r["step"], round(epoch_off + r["epoch"], 3), r["dev"]] for r in s.meta["curve"]]
         step_off += s.meta["fit"]["steps"]
         epoch_off += s.meta["curve"][-1]["epoch"] if s.meta["curve"] else 0
-        mine, label = metas.get(f"c{cycle_of(s):02d}-mine"), metas.get(f"c{cycle_of(s):02d}-label")
-        per_cycle.append({"cycle": cycle_of(s), "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
+        mine, label = metas.get(f"c{s.cycle:02d}-mine"), metas.get(f"c{s.cycle:02d}-label")
+        per_cycle.append({"cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
                           "silver_pairs": s.meta.get("silver_pairs", len(silver)),
                           **({"mined": {k: mine[k] for k in ("pool", "found", "kept")},
                               "label_seconds": label["label_seconds"]} if mine and label else {})})
     write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, rows)
     write_csv_rows(dirs.curve, ["step", "epoch", "dev_spearman"], curve)
-    return {"selected_cycle": cycle_of(chosen), "per_cycle": per_cycle,
-            "steps": {"computed": [s.name for s in steps if s.computed],
-                      "reused": [s.name for s in steps if not s.computed]}}
+    return {"selected_cycle": chosen.cycle, "per_cycle": per_cycle, "steps": steps_report(steps)}

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from pldistill import cards, labelling, losses, schemas
+from pldistill.cleaning import distinct, sentence_key
 from pldistill.config import Params
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
@@ -50,15 +51,16 @@ class Positives:
 def corpus(clean: Path) -> list[str]:
     """The unlabelled sentences the student learns: the cleaned RTT corpus when stage augment made one,
     else every distinct sentence of the cleaned training pairs and of the given pairs (data.unscored), in that
-    order (no score is read); a sentence of a dev or test pair is left out, as stage embed leaves it out."""
+    order (no score is read); a sentence of a dev or test pair is left out, as stage embed leaves it out
+    (cleaning.sentence_key: case, spacing, Unicode form aside)."""
+    held = schemas.eval_keys(clean)
     para = schemas.read(clean / schemas.PARAPHRASES_FILE, schemas.PARAPHRASES)
     if len(para):
-        return list(dict.fromkeys(para["sentence"]))
-    held = schemas.eval_sentences(clean)
+        return distinct(para["sentence"], held)[0]
     texts = schemas.sentences(clean / "train.parquet")
     if (clean / schemas.UNSCORED_FILE).is_file():  # cleaned before given pairs existed: none
         texts += schemas.sentences(clean / schemas.UNSCORED_FILE, schemas.UNSCORED)
-    return list(dict.fromkeys(t for t in texts if t not in held))
+    return distinct(texts, held)[0]
 
 
 def positive_sets(params: Params, clean: Path) -> list[Positives]:
@@ -71,6 +73,11 @@ def positive_sets(params: Params, clean: Path) -> list[Positives]:
     if para.empty:
         raise schemas.SchemaError(f"{clean / schemas.PARAPHRASES_FILE}: no paraphrases; ensemble.positives rtt "
                                   "needs augment.rtt to produce some (see metrics/augment.json)")
+    held = schemas.eval_keys(clean)
+    para = para[[sentence_key(t) not in held for t in para["sentence"]]]  # as corpus() leaves them out
+    if para.empty:
+        raise schemas.SchemaError(f"{clean / schemas.PARAPHRASES_FILE}: every paraphrased sentence is a dev or "
+                                  "test sentence, which no model may learn; give augment.rtt.corpus other sentences")
     sets = []
     for k, (lang, df) in enumerate(sorted(para.groupby("language", sort=True)), start=1):
         sets.append(Positives(f"sub-{k:02d}", params.seed + k, str(lang), list(df["sentence"]), list(df["paraphrase"])))

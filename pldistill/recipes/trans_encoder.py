@@ -7,8 +7,9 @@ Cycle c:  label-bi     the bi-encoders of cycle c-1 (cycle 1: the starting ones)
           label-cross  the cross-encoders score the pairs
           bi-<m>       each bi-encoder learns those scores (MSE on cosine)
 
-Every step is an entry in a Store (pldistill.store) under a key that chains the run's fingerprint,
-the step's name and the key and stored bytes of the step before it. A step already stored is reused,
+The steps run on the engine augsbert's cycles run on (pldistill.recipes.cycles): every step is an entry in a
+Store (pldistill.store) under a key that chains the run's fingerprint (what stage distill tracks, ``cycles``
+aside), the step's name and the key and stored bytes of the step before it. A step already stored is reused,
 not recomputed; a computed step is read back from the store before the next step uses it, so a
 resumed run and an uninterrupted one go through the same bytes. Each step seeds itself from
 (seed, step name), not from a running stream.
@@ -27,26 +28,20 @@ import numpy as np
 import pandas as pd
 
 from pldistill import cards, labelling, schemas
+from pldistill.cleaning import pair_keys
 from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
-from pldistill.recipes.base import (
-    CODE,
-    CYCLE_COLUMNS,
-    DistillDirs,
-    Recipe,
-    copy_dir,
-    cycle_row,
-    environment,
-    weights_digest,
-)
+from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
+from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report
+from pldistill.recipes.cycles import best as best_of
+from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.seeding import seed_all
-from pldistill.store import Steps, Store, digest, fingerprint
+from pldistill.store import Store, digest
 from pldistill.training import FitResult, fit_at, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
-MODEL = "model"  # a training step's model directory
 
 
 @dataclass(frozen=True)
@@ -55,23 +50,6 @@ class Member:
 
     bi: str
     cross: str
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str  # c02-cross-1, c02-label-bi, c00-start
-    cycle: int
-    role: str  # start | label-bi | label-cross | cross | bi
-    member: int | None  # which model pair trained it (0: student.model / teacher.model); None: start, labels
-    key: str
-    path: Path
-    meta: dict
-    computed: bool
-    seconds: float
-
-    @property
-    def model(self) -> Path:
-        return self.path / MODEL
 
 
 def members(params: Params) -> list[Member]:
@@ -84,13 +62,14 @@ def unlabelled_pairs(splits: dict[str, pd.DataFrame], candidates: pd.DataFrame |
     """The pairs to learn, without their scores: the named splits' pairs, then sampled candidates.
 
     ``strategy`` records where each pair came from (the split's name, or the sampling strategy); a pair
-    seen twice is kept once, where it was first seen.
+    seen twice (cleaning.pair_key: in either order, case and spacing aside) is kept once, where it was first seen.
     """
     parts = [df[["sentence1", "sentence2"]].assign(strategy=name) for name, df in splits.items()]
     if candidates is not None:
         parts.append(candidates[["sentence1", "sentence2", "strategy"]])
     pairs = pd.concat(parts, ignore_index=True)
-    return pairs.drop_duplicates(["sentence1", "sentence2"], keep="first").reset_index(drop=True)
+    first = ~pd.Series(pair_keys(pairs)).duplicated(keep="first")  # either order; case, spacing aside
+    return pairs[first.to_numpy()].reset_index(drop=True)
 
 
 def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
@@ -101,45 +80,24 @@ def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
 
 
 def run_fingerprint(params: Params, files: list[Path]) -> str:
-    """Everything a stored step depends on except `cycles`: data files, the params the recipe reads,
-    the code, the starting models, library versions and the device."""
-    used = {
-        "seed": params.seed,
-        "trans": params.trans.model_dump(mode="json"),
-        "student": params.student.model_dump(mode="json", include={"model", "max_length", "trust_remote_code",
-                                                                   "layers"}),
-        "teacher": params.teacher.model_dump(mode="json", include={"model", "max_length", "trust_remote_code"}),
-        "label": params.label.model_dump(mode="json"),
-        "evaluate": params.evaluate.model_dump(mode="json"),
-    }
-    extra = {"models": {spec: weights_digest(spec) for m in members(params) for spec in (m.bi, m.cross)},
-             **environment()}
-    return fingerprint([*files, *CODE], used, extra)
+    """What every stored step depends on (pldistill.recipes.cycles.run_fingerprint), the members' starting
+    models among them."""
+    return fingerprint_of(params, files, [spec for m in members(params) for spec in (m.bi, m.cross)])
 
 
 def _log(msg: str) -> None:
     print(f"[trans-encoder] {msg}", file=sys.stderr, flush=True)
 
 
-class TransEncoder:
+class TransEncoder(Engine):
     """Runs the cycles over ``pairs``; dev picks checkpoints and the final models, test is only reported."""
 
     def __init__(self, params: Params, pairs: pd.DataFrame, dev: pd.DataFrame, test: pd.DataFrame, store: Store,
                  base: str, log: Callable[[str], None] = _log):
-        self.p, self.t = params, params.trans
+        super().__init__(params, store, base, log)
+        self.t = params.trans
         self.pairs, self.dev, self.test = pairs, dev, test
-        self.store, self.base, self.log = store, base, log
         self.members = members(params)
-        self.steps: list[Step] = []
-        self.chain = Steps(store, base, params.seed, log)
-
-    # -- the step machinery -------------------------------------------------------------------------
-    def _step(self, cycle: int, role: str, member: int | None, compute: Callable[[Path, dict], None]) -> Step:
-        """Reuse the stored step, or compute it into the store (``Steps.run``)."""
-        e = self.chain.run(f"c{cycle:02d}-{role}" + ("" if member is None else f"-{member}"), compute)
-        step = Step(e.name, cycle, role, member, e.key, e.path, e.meta, e.computed, e.seconds)
-        self.steps.append(step)
-        return step
 
     def _labeller(self, step: Step, kind: str) -> str:
         """``bi:c01-bi-0@<weights sha256, 12>``: which stored model labelled (hash read from its manifest)."""
@@ -219,25 +177,24 @@ class TransEncoder:
         return list(df["sentence1"]), list(df["sentence2"]), df["score"].to_numpy()
 
     def _keep(self, tmp: Path, meta: dict, model: BiEncoder | CrossModel, start: str, res: FitResult) -> None:
-        model.save(tmp / MODEL)
-        meta.update(start=start, fit=res.summary(), curve=res.curve, **self._scores(model))
+        self.keep(tmp, meta, model, res, start=start, **self._scores(model))
 
     # -- the run ------------------------------------------------------------------------------------
-    def run(self, cycles: int) -> list[Step]:
-        """Run (or reuse) every step of ``cycles`` cycles; return the steps in order."""
-        self._step(0, "start", None, self._start)
+    def run(self, n: int) -> list[Step]:
+        """Run (or reuse) every step of ``n`` cycles; return the steps in order."""
+        self.step(0, "start", self._start)
         bis: list[Step] = []
-        for c in range(1, cycles + 1):
+        for c in range(1, n + 1):
             labellers = [str(s.model) for s in bis] or [m.bi for m in self.members]
-            lb = self._step(c, "label-bi", None, functools.partial(self._label_bi, cycle=c, prev=bis))
-            crosses = [self._step(c, "cross", i, functools.partial(
+            lb = self.step(c, "label-bi", functools.partial(self._label_bi, cycle=c, prev=bis))
+            crosses = [self.step(c, "cross", functools.partial(
                 self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb,
-                desc=f"cycle {c} cross-encoder {i}"))
+                desc=f"cycle {c} cross-encoder {i}"), member=i)
                 for i, m in enumerate(self.members)]
-            lc = self._step(c, "label-cross", None, functools.partial(self._label_cross, cycle=c, crosses=crosses))
-            bis = [self._step(c, "bi", i, functools.partial(
+            lc = self.step(c, "label-cross", functools.partial(self._label_cross, cycle=c, crosses=crosses))
+            bis = [self.step(c, "bi", functools.partial(
                 self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc,
-                desc=f"cycle {c} bi-encoder {i}", member=i))
+                desc=f"cycle {c} bi-encoder {i}", member=i), member=i)
                 for i, m in enumerate(self.members)]
         return self.steps
 
@@ -245,11 +202,6 @@ class TransEncoder:
         """refresh: the original weights every cycle. sequential (the paper's): start from the model that
         just labelled -- the cross-encoder from that bi-encoder, the bi-encoder from that cross-encoder."""
         return labeller if self.t.init == "sequential" else original
-
-
-def _best(steps: list[Step]) -> Step:
-    """Highest dev Spearman; the earliest wins a tie."""
-    return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
 
 
 def _summary(s: Step) -> dict:
@@ -275,7 +227,7 @@ def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_pl
         bis = [s for s in steps if s.cycle == c and s.role == "bi"]
         crosses = [s for s in steps if s.cycle == c and s.role == "cross"]
         per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
-        rows.append(cycle_row(c, _best(_students(bis, own)).meta, _best(crosses).meta))
+        rows.append(cycle_row(c, best_of(_students(bis, own)).meta, best_of(crosses).meta))
         curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / bi_epochs, 3), r["dev"]]
                        for r in bis[0].meta["curve"]]
         offset += bis[0].meta["fit"]["steps"]
@@ -303,8 +255,8 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
             if s.role.startswith("label-"):
                 shutil.copyfile(s.path / LABELS, tmp / schemas.pseudo_file(s.cycle, s.role.removeprefix("label-")))
     own = params.student.layers is not None
-    best_bi = _best(_students(steps, own))
-    best_cross = _best([s for s in steps if s.role == "cross"])
+    best_bi = best_of(_students(steps, own))
+    best_cross = best_of([s for s in steps if s.role == "cross"])
     for role, best, base, out in (("bi-encoder", best_bi, params.student.model, dirs.bi),
                                   ("cross-encoder", best_cross, params.teacher.model, dirs.cross)):
         facts = {"dataset": params.data.name, "selected step": best.name, "cycles run": params.cycles,
@@ -319,8 +271,7 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
         "pairs": len(learned), "pairs_by_source": learned["strategy"].value_counts().sort_index().to_dict(),
         "start": steps[0].meta["members"], "per_cycle": per_cycle,
         "selected": {"bi": _summary(best_bi), "cross": _summary(best_cross)},
-        "steps": {"computed": [s.name for s in steps if s.computed],
-                  "reused": [s.name for s in steps if not s.computed],
+        "steps": {**steps_report(steps),
                   "seconds": round(sum(s.seconds for s in steps), 1),
                   "corrupt_moved_aside": len(store.corrupt), "orphans_swept": len(swept)},
     }
