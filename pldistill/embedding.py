@@ -99,7 +99,7 @@ def embed_loss(student: BiEncoder, params: EmbedParams) -> BatchLoss:
     """The batch loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices."""
     terms = params.loss.split("+")
 
-    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+    def batch_loss(s1: list[str], s2: None, target: torch.Tensor) -> torch.Tensor:  # sentences, not pairs
         # (batch, student dim), unit length like the targets: a student without a Normalize module learns the
         # teacher's directions instead of spending the loss on its norm
         emb = F.normalize(student._embed(s1).float(), dim=-1)

@@ -75,7 +75,7 @@ class Fit:
     (pldistill.ahead), with the same features, so the same weights.
     """
 
-    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str],
+    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str] | None,
                  target: np.ndarray, dev_score: Callable[[], float], params: StepParams,
                  generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
                  prefetch: Prefetch | None = None):
@@ -154,7 +154,11 @@ class Fit:
         if self.prefetch is None or i == 0 or self.step + 1 >= self.total:
             return
         parts, _ = self._parts(self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size])
-        self.prefetch(self._workers, [([self.s1[j] for j in p], [self.s2[j] for j in p]) for p in parts])
+        self.prefetch(self._workers, [self._texts(p) for p in parts])
+
+    def _texts(self, rows: list[int]) -> tuple[list[str], list[str] | None]:
+        """The rows' sentences: (s1, s2) for pairs, (s1, None) for sentences."""
+        return [self.s1[j] for j in rows], None if self.s2 is None else [self.s2[j] for j in rows]
 
     def _settle(self) -> None:
         if self._workers is not None:  # one worker, first in first out: a no-op is done when all before it are
@@ -168,8 +172,7 @@ class Fit:
         loss = 0.0
         for part in parts:
             with self._autocast():
-                micro = self.batch_loss([self.s1[j] for j in part], [self.s2[j] for j in part],
-                                        self.y[part].to(self.device))
+                micro = self.batch_loss(*self._texts(part), self.y[part].to(self.device))
             # each micro-batch's mean loss weighted by its share of the slice (and the slice's by its share of
             # the batch): the gradients sum to the gradient of the whole batch's mean loss, up to float rounding
             share = weight * len(part) / len(idx)
@@ -226,7 +229,8 @@ class Fit:
         world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
         key = distributed.on_main(lambda: checkpoints.fingerprint({
             "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
-            "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1), "s2": "\0".join(self.s2), "y": self.y,
+            "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1),
+            "s2": None if self.s2 is None else "\0".join(self.s2), "y": self.y,
             "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
             "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
         return checkpoints.path_for(key)
@@ -315,7 +319,7 @@ def fit(
     module: torch.nn.Module,
     batch_loss: BatchLoss,
     s1: list[str],
-    s2: list[str],
+    s2: list[str] | None,
     target: np.ndarray,
     dev_score: Callable[[], float],
     params: StepParams,
@@ -324,8 +328,8 @@ def fit(
     lr_by_prefix: dict[str, float] | None = None,
     prefetch: Prefetch | None = None,
 ) -> FitResult:
-    """Train ``module`` on (s1, s2, target) and leave it at the checkpoint with the best dev score
-    (``params.select`` dev), or at the end of training (last).
+    """Train ``module`` on (s1, s2, target) -- s2 None: sentences, not pairs -- and leave it at the checkpoint
+    with the best dev score (``params.select`` dev), or at the end of training (last).
 
     The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
     the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.

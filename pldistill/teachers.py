@@ -28,7 +28,7 @@ from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, ModelError
 from pldistill.numeric import logit, sigmoid
-from pldistill.training import FitResult, train_bi_encoder, train_cross_encoder, write_curves
+from pldistill.training import FitResult, train_model, write_curves
 
 MANIFEST = "teacher.json"
 LOADERS = {"cross": CrossModel.load, "bi": BiEncoder.load}  # a member's kind -> how its model loads
@@ -187,9 +187,7 @@ def train_member(mp: TeacherMember, ep: EvaluateParams, train: pd.DataFrame, dev
     s1, s2, y = list(train["sentence1"]), list(train["sentence2"]), list(train["score"])
     if mp.kind == "cross":
         s1, s2, y = s1 + s2, s2 + s1, y + y
-        model, res = train_cross_encoder(mp, ep, s1, s2, y, dev, seed, desc=desc)
-    else:
-        model, res = train_bi_encoder(mp, ep, s1, s2, y, dev, seed, desc=desc)
+    model, res = train_model(mp, ep, s1, s2, y, dev, seed, desc=desc, kind=mp.kind)
     return model, res, len(y)
 
 

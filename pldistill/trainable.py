@@ -14,7 +14,9 @@ import torch
 
 from pldistill.io import write_csv_rows
 
-BatchLoss = Callable[[list[str], list[str], torch.Tensor], torch.Tensor]  # (s1, s2, target) -> scalar loss
+# (s1, s2, target) -> scalar loss; s2 is None where the data are sentences, not pairs (the embedding step, the
+# RTT ensemble's student): each row a sentence and its target row
+BatchLoss = Callable[[list[str], list[str] | None, torch.Tensor], torch.Tensor]
 # a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
 Prefetch = Callable[[ThreadPoolExecutor, list[tuple[list[str], list[str]]]], None]
 

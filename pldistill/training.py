@@ -1,6 +1,8 @@
-"""The one training entry point: load a model and train it, on our loop (pldistill.loop) or on
-sentence-transformers' trainers (pldistill.st_trainer, ``trainer: sentence-transformers``), selected on dev
-Spearman; with ``seeds`` > 1, seed-optimised. Also the dev scorer every run is selected by.
+"""The two ways in to training, on our loop (pldistill.loop): ``train_model`` loads a model by its params and trains it
+there or on sentence-transformers' trainers (pldistill.st_trainer, ``trainer: sentence-transformers``), with
+``seeds`` > 1 seed-optimised; ``fit_at`` trains a model one holds (an embedding step's student, a sub-model, a
+DSE student, a Trans-Encoder side) with the loss it is given, on pairs or on sentences. Both select on dev
+Spearman; also the dev scorer every run is selected by.
 
 Our loop's names (``Fit``, ``fit``, ``fit_seeds``, ``FitResult``, ...) are importable from here too.
 """
@@ -51,12 +53,15 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
 
 
 def fit_at(
-    model: BiEncoder | CrossModel, batch_loss: BatchLoss, s1: list[str], s2: list[str], target: np.ndarray,
-    dev: pd.DataFrame, params: StepParams, eval_params: EvaluateParams, generator: torch.Generator, desc: str,
-    prefetch: Prefetch | None = None,
+    model: BiEncoder | CrossModel, batch_loss: BatchLoss, s1: list[str], s2: list[str] | None,
+    target: np.ndarray, dev: pd.DataFrame, params: StepParams, eval_params: EvaluateParams,
+    generator: torch.Generator, desc: str, prefetch: Prefetch | None = None,
+    lr_by_prefix: dict[str, float] | None = None,
 ) -> FitResult:
-    """``fit`` truncating inputs at ``params.max_length`` (e.g. 32 for speed), while dev is scored at the
-    model's own length, as evaluation will score it. ``prefetch``: as ``Fit``'s."""
+    """Train a model one holds (``fit`` on its module; a DSE student too, which trains and scores as these do),
+    truncating inputs at ``params.max_length`` (e.g. 32 for speed) while dev is scored at the model's own length,
+    as evaluation will score it. ``s2`` None: the rows are sentences (``batch_loss`` gets None for s2), not
+    pairs. ``prefetch``, ``lr_by_prefix``: as ``Fit``'s."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -65,7 +70,8 @@ def fit_at(
             return score()
 
     with at_length(model, params.max_length):
-        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc, prefetch=prefetch)
+        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc,
+                   lr_by_prefix=lr_by_prefix, prefetch=prefetch)
 
 
 def seeds_of(params: TrainParams, seed: int) -> list[int]:
@@ -93,21 +99,17 @@ def _train(
     return fit_seeds(start, seeds_of(params, seed), params.seed_stop)
 
 
-def train_bi_encoder(
-    params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
-    dev: pd.DataFrame, seed: int, desc: str,
-) -> tuple[BiEncoder, FitResult]:
-    """Load ``params.model`` and train it as a bi-encoder (cosine MSE), selected on dev Spearman; with
-    ``params.seeds`` > 1, seed-optimised (``fit_seeds``)."""
-    return _train(lambda: BiEncoder.load(params.model, params.max_length, params.trust_remote_code, params.layers),
-                  lambda m: m.cosine_mse_loss, params, eval_params, s1, s2, target, dev, seed, desc)
+LOADERS = {"bi": BiEncoder.load, "cross": CrossModel.load}  # a model's kind -> how it loads
+LOSSES = {"bi": lambda m: m.cosine_mse_loss, "cross": lambda m: m.soft_bce_loss}  # -> the loss it learns by
 
 
-def train_cross_encoder(
+def train_model(
     params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
-    dev: pd.DataFrame, seed: int, desc: str,
-) -> tuple[CrossModel, FitResult]:
-    """Load ``params.model`` as a cross-encoder and train it with soft BCE on scores in [0, 1], selected on
-    dev Spearman; with ``params.seeds`` > 1, seed-optimised (``fit_seeds``)."""
-    return _train(lambda: CrossModel.load(params.model, params.max_length, params.trust_remote_code, params.layers),
-                  lambda m: m.soft_bce_loss, params, eval_params, s1, s2, target, dev, seed, desc)
+    dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi",
+) -> tuple[BiEncoder | CrossModel, FitResult]:
+    """Load ``params.model`` as a bi-encoder (``kind`` bi: cosine MSE) or a cross-encoder (cross: soft BCE on
+    scores in [0, 1]) and train it on ``params.trainer``'s engine, selected on dev Spearman; with ``params.seeds``
+    > 1, seed-optimised (``fit_seeds``). A model one already holds trains through ``fit_at``."""
+    load = LOADERS[kind]
+    return _train(lambda: load(params.model, params.max_length, params.trust_remote_code, params.layers),
+                  LOSSES[kind], params, eval_params, s1, s2, target, dev, seed, desc)

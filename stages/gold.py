@@ -13,7 +13,7 @@ from pldistill.datasets import gold_dir
 from pldistill.io import write_report
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
-from pldistill.training import train_bi_encoder
+from pldistill.training import train_model
 
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:
@@ -24,9 +24,8 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut:
     where = gold_dir(params, clean)
     train = schemas.read(where / "train.parquet", schemas.PAIRS)
     dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
-    model, res = train_bi_encoder(params.student, params.evaluate, list(train["sentence1"]),
-                                  list(train["sentence2"]), list(train["score"]), dev, params.seed,
-                                  desc="gold bi-encoder")
+    model, res = train_model(params.student, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
+                             list(train["score"]), dev, params.seed, desc="gold bi-encoder")
     if not distributed.is_main():  # its share of the training done; rank 0 writes
         return {}
     sp = params.student

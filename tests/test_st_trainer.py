@@ -7,7 +7,7 @@ from transformers import Trainer
 
 from pldistill import checkpoints
 from pldistill.config import ConfigError
-from pldistill.training import dev_spearman, train_bi_encoder, train_cross_encoder
+from pldistill.training import dev_spearman, train_model
 from pldistill.validate import parse_params
 from tests.conftest import make_pairs
 
@@ -21,9 +21,8 @@ def _params(model_dir, **student):
 def _train(model_dir, kind="bi", **student):
     p = _params(model_dir, **student)
     train, dev = make_pairs(40), make_pairs(24, offset=100)
-    fn = train_bi_encoder if kind == "bi" else train_cross_encoder
-    model, res = fn(p.student, p.evaluate, list(train["sentence1"]), list(train["sentence2"]),
-                    list(train["score"]), dev, p.seed, "test")
+    model, res = train_model(p.student, p.evaluate, list(train["sentence1"]), list(train["sentence2"]),
+                             list(train["score"]), dev, p.seed, "test", kind=kind)
     return model, res, dev_spearman(model, dev, p.evaluate)
 
 

@@ -79,6 +79,23 @@ def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monke
     assert seen == {"train": {16}, "dev": {64}} and bi.max_length == 64  # and restored afterwards
 
 
+def test_sentences_train_as_one_column_each_row_once(tiny_model_dir):
+    """Sentence-level data (the embedding step, the RTT ensemble's student): s2 is None, not the sentences twice."""
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    sentences = list(make_pairs(16)["sentence1"])
+    target = torch.nn.functional.normalize(torch.randn(16, bi.dim), dim=-1).numpy()
+    seen: list[tuple[int, object]] = []
+
+    def loss(s1, s2, y):
+        seen.append((len(s1), s2))
+        return ((bi._embed(s1) - y) ** 2).mean()
+
+    p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
+    fit_at(bi, loss, sentences, None, target, make_pairs(8, offset=100), p.student, p.evaluate,
+           torch.Generator().manual_seed(0), desc="sentences")
+    assert seen == [(8, None), (8, None)]
+
+
 def test_metrics():
     assert correlation([1, 2, 3], [2, 4, 9]) == {"spearman": 100.0, "pearson": 97.07}
     assert correlation([1, 1, 1], [1, 2, 3]) == {"spearman": 0.0, "pearson": 0.0}

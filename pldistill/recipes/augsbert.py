@@ -19,7 +19,7 @@ from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, encode_speed, end_distill, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
-from pldistill.training import split_scores, train_bi_encoder
+from pldistill.training import split_scores, train_model
 
 
 class AugSBERT(Recipe):
@@ -40,7 +40,7 @@ class AugSBERT(Recipe):
         start_from = student_start(params, dirs.embed)
 
         def first() -> tuple[BiEncoder, FitResult]:
-            return train_bi_encoder(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
+            return train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
 
         if params.cycles > 1:
             return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)

@@ -39,7 +39,7 @@ from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
-from pldistill.training import split_scores, train_bi_encoder
+from pldistill.training import split_scores, train_model
 
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined
@@ -116,8 +116,7 @@ class Cycles(Engine):
             "model": str(student.path / MODEL), "layers": None, "epochs": self.p.rounds.epochs, "seeds": 1,
             "trust_remote_code": False})
         seed = int(digest({"seed": self.p.seed, "fit": cycle})[:8], 16)
-        model, res = train_bi_encoder(sp, self.p.evaluate, s1, s2, y, self.select_on, seed,
-                                      desc=f"student, cycle {cycle}")
+        model, res = train_model(sp, self.p.evaluate, s1, s2, y, self.select_on, seed, desc=f"student, cycle {cycle}")
         self._keep(tmp, meta, model, res)
         meta["silver_pairs"] = len(silver)
 

@@ -99,7 +99,7 @@ def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
 def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
     """losses.embedding_distill of the student's embeddings of ``s1``; target rows: the teacher's embeddings."""
 
-    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+    def batch_loss(s1: list[str], s2: None, target: torch.Tensor) -> torch.Tensor:  # sentences, not pairs
         return losses.embedding_distill(model._embed(s1), target, infonce_weight, temperature)  # (batch, dim) each
 
     return batch_loss
@@ -283,7 +283,7 @@ class RTTEnsemble(Recipe):
         student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         check_dims(student, target.shape[1], file)
         start = split_scores(student, scored, ep)
-        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), sentences, sentences,
+        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), sentences, None,
                      target, scored["dev"], dp, ep, gen, desc="student")
         card = cards.card("RTT-ensemble student", "bi", params.student.model, {
             "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",
