@@ -1,6 +1,6 @@
 """The recipe registry: ``get(params.recipe)``, what the stages teacher, label, distill and evaluate call.
 
-It imports every recipe module (so a stage that calls it depends on each); pldistill.recipes holds their
+It imports every recipe module (so a stage that calls it depends on each); pldistill.names holds their
 names alone, for validation (tests/test_recipes.py checks the two agree).
 """
 
