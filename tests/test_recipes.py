@@ -64,5 +64,5 @@ def test_checking_params_imports_no_registry_and_no_model_code():
             "print(sorted(m for m in sys.modules if m.startswith('pldistill')))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic",
-                  "pldistill.bundled", "pldistill.store"):
+                  "pldistill.bundled", "pldistill.store", "pldistill.recipes"):
         assert f"'{heavy}'" not in loaded, loaded
