@@ -279,6 +279,8 @@ def test_the_stored_cycles_are_keyed_by_what_dvc_yaml_tracks_for_distill(tiny_mo
     missing.write_text("stages: {}\n")
     with pytest.raises(cycles.TrackingError, match="expected stage distill"):
         cycles.tracked(dvc_yaml=missing)
+    with pytest.raises(cycles.TrackingError, match=r"tracks params key trans.nope, .* \(at 'nope'\)"):
+        cycles.values(params, ["seed", "trans.nope"])
 
 
 def test_a_semantic_sample_with_the_gold_encoder_is_not_unsupervised(tiny_model_dir):

@@ -53,6 +53,9 @@ def values(params: Params, keys: Collection[str], leave_out: Collection[str] = (
             continue
         value = params
         for part in key.split("."):
+            if not isinstance(value, BaseModel) or part not in type(value).model_fields:
+                raise TrackingError(f"dvc.yaml: stage {STAGE} tracks params key {key}, which params.yaml's sections do "
+                                    f"not have (at {part!r}); fix the key in dvc.yaml")
             value = getattr(value, part)
         out[key] = value.model_dump(mode="json") if isinstance(value, BaseModel) else json_value(value)
     return out
