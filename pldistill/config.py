@@ -14,11 +14,9 @@ assembles them into ``Params``, its cross-section rules, and the loading that na
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pldistill.errors import ConfigError
 from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: pldistill.config is their one door)
@@ -66,6 +64,7 @@ from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: p
     install_hint,
     is_table,
 )
+from pldistill.params_file import describe, read_params
 from pldistill.params_train import (  # noqa: F401  (re-exported)
     EMBED_LOSSES,
     EMBED_SOURCES,
@@ -181,94 +180,13 @@ class Params(_Section):
         return self
 
 
-def _allowed_keys(loc: tuple) -> list[str]:
-    """The keys allowed beside the last element of ``loc`` (walking the section models)."""
-    model: type[BaseModel] = Params
-    for part in loc[:-1]:
-        ann = model.model_fields[part].annotation
-        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
-            return []
-        model = ann
-    return list(model.model_fields)
-
-
-def _keys_named(name: str, model: type[BaseModel] = Params, prefix: str = "") -> list[str]:
-    """Every dotted key of ``model`` whose last part is ``name`` (a key put in the wrong section)."""
-    found = []
-    for field, info in model.model_fields.items():
-        ann = info.annotation
-        if field == name:
-            found.append(prefix + field)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            found += _keys_named(name, ann, f"{prefix}{field}.")
-    return found
-
-
-def _closest(loc: tuple) -> str:
-    """' (did you mean <key>?)' for an unknown key: the nearest spelling here (difflib), else the same name in
-    other sections; '' when nothing is close."""
-    prefix = "".join(f"{p}." for p in loc[:-1])
-    near = difflib.get_close_matches(str(loc[-1]), _allowed_keys(loc), n=1)
-    if near:
-        return f" (did you mean {prefix}{near[0]}?)"
-    elsewhere = _keys_named(str(loc[-1]))
-    more = ", or another" if len(elsewhere) > 3 else ""
-    return f" (did you mean {' or '.join(elsewhere[:3])}{more}?)" if elsewhere else ""
-
-
-def _describe(err: ValidationError, path: Path) -> str:
-    lines = [f"{path}: {err.error_count()} problem(s) in params"]
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            allowed = ", ".join(_allowed_keys(e["loc"]))
-            lines.append(f"  - {key}: unknown key{_closest(e['loc'])}; allowed here: {allowed}")
-        else:
-            msg = e["msg"].removeprefix("Value error, ")
-            found = "" if "found" in msg else f" (found {e.get('input')!r})"
-            lines.append(f"  - {key}: {msg}{found}")
-    return "\n".join(lines)
-
-
 def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:
     """Validate a params mapping; raise ConfigError naming every bad key. ``names``: the registries' names
     (pldistill.validate.names()); a key whose registry is not among them is checked for its type only."""
     try:
         return Params.model_validate(raw, context=names)
     except ValidationError as err:
-        raise ConfigError(_describe(err, Path(path))) from None
-
-
-class _UniqueKeys(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice (first on line {seen[key] + 1}); keep one",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_params(path: Path | str = "params.yaml") -> dict:
-    """params.yaml as a mapping, unvalidated; ConfigError when it is missing or not a YAML mapping."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: params file not found (run from the project root)")
-    try:
-        raw = yaml.load(path.read_text(), Loader=_UniqueKeys)  # a SafeLoader: no arbitrary objects
-        if raw is None:
-            raise ConfigError(f"{path}: empty (no keys at all); expected the project's params: restore them "
-                              f"with git checkout {path.name}")
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys at the top level, found {type(raw).__name__}")
-    return raw
+        raise ConfigError(describe(err, Path(path), Params)) from None
 
 
 def load_params(path: Path | str = "params.yaml", names: Names | None = None) -> Params:

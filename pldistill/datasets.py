@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from pldistill.cleaning import in_train
-from pldistill.config import DataParams, Params
 from pldistill.errors import DataError
 from pldistill.io import sha256_file
+from pldistill.params_base import DataParams
 from pldistill.public_sets import load_mrpc, load_qqp, load_sickr, load_stsb
 from pldistill.reading import read_table
 from pldistill.rows import (  # noqa: F401  (re-exported: their old home)
@@ -35,6 +35,7 @@ from pldistill.rows import (  # noqa: F401  (re-exported: their old home)
     sentence_groups,
     split_randomly,
 )
+from pldistill.sections import DataSections
 
 SOURCE_DIR = "source"  # domain adaptation: data/raw/source/<name>/ and data/clean/source/ hold the source domain
 DEMO_PATH = Path("data/demo/pairs.tsv")
@@ -242,7 +243,8 @@ def task_of(params: DataParams, pairs: pd.DataFrame) -> str:
     return params.task or TASK_OF.get(params.dataset) or infer_task(pairs)
 
 
-def gold_dir(params: Params, clean: Path) -> Path:
+def gold_dir(params: DataSections, clean: Path) -> Path:
     """Where the gold pairs that train and select models are: the source domain's (``clean/source``) under
-    domain adaptation, else the task's own (``clean``). Evaluation always reads the task's own."""
+    domain adaptation, else the task's own (``clean``). Evaluation always reads the task's own. ``params``: a
+    Params, or the sections a data stage reads."""
     return clean / SOURCE_DIR if params.adapt.dataset else clean

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from pldistill import cleaning, schemas
-from pldistill.config import DataParams
 from pldistill.errors import DataError
+from pldistill.params_base import DataParams
 from pldistill.reading import read_table
 
 EMPTY = pd.DataFrame({"sentence1": pd.Series(dtype=str), "sentence2": pd.Series(dtype=str)})

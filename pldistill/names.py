@@ -20,3 +20,8 @@ DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
 RTT_BACKENDS = ("none", "marian", "table")
 # bundled:<name> model specs (pldistill.bundled.BUNDLED, which holds where each ships and its checksum)
 BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
+
+
+def registered() -> dict[str, tuple[str, ...]]:
+    """Each registry's names, keyed as the params validators ask for them (pldistill.params_base._registered)."""
+    return {"recipe": RECIPES, "dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}

@@ -1,5 +1,6 @@
-"""What every stage does the same way: the command line, params validated whole (pldistill.validate), clear
-errors instead of tracebacks. The top of the import graph: nothing of ours imports it but the stages.
+"""What every stage does the same way: the command line, params loaded by the stage's own loader (validated whole
+by pldistill.validate, or the sections a data stage reads), clear errors instead of tracebacks. The top of the
+import graph: nothing of ours imports it but the stages.
 
 A stage also stops cleanly: Ctrl-C (SIGINT), SIGTERM, or the process that started it (`dvc repro`) gone end
 it with one line saying what was kept for `dvc repro` to resume from, and exit code 128 + the signal (130 for
@@ -22,10 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from pldistill.config import Params
 from pldistill.errors import REPORTED
 from pldistill.io import default_root
-from pldistill.validate import load_params
 
 LOCK_FILE = "stage.lock"  # under the store root: $DVC_ROOT/.pldistill-store
 PARENT_POLL = 1.0  # seconds between checks that the process that started the stage is still there
@@ -150,10 +149,12 @@ def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool, saved: list
 
 
 def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None,
-              kind: StageKind = PLAIN) -> dict:
+              kind: StageKind = PLAIN, *, load: Callable[[Path], object]) -> dict:
     """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
     defaults to None), run ``fn``, print its report. ``kind``: ``PLAIN``, or for a stage that trains
-    pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes)."""
+    pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes). ``load``: how the stage reads
+    params.yaml (pldistill.validate.load_params, the file whole; stage download: pldistill.sections'
+    load_data_sections, the sections it reads), so this module imports no section type."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     ap.add_argument("--params", default="params.yaml", type=Path)
     defaults = inspect.signature(fn).parameters
@@ -168,7 +169,7 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
     try:
         with contextlib.ExitStack() as stack:
             orphaned = stack.enter_context(stop_cleanly())
-            params: Params = load_params(args.params)
+            params = load(args.params)  # validate.load_params (whole), or the sections a data stage reads
             if os.environ.get("RANK", "0") == "0":  # several processes: rank 0 holds it for them all
                 stack.enter_context(workspace_lock(default_root(), fn.__name__))
             kind.enter(stack, getattr(args, "live", None))

@@ -28,10 +28,9 @@ from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, ModelError
 from pldistill.numeric import logit, sigmoid
-from pldistill.training import FitResult, train_model, write_curves
+from pldistill.training import LOADERS, FitResult, train_model, write_curves  # LOADERS: a kind -> its load
 
 MANIFEST = "teacher.json"
-LOADERS = {"cross": CrossModel.load, "bi": BiEncoder.load}  # a member's kind -> how its model loads
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,7 @@ __all__ = ["ConfigError", "Params", "load_params", "names", "parse_params"]
 
 def names() -> config.Names:
     """Each registry's names, keyed as config's validators ask for them."""
-    return {
-        "recipe": registered.RECIPES,
-        "dataset": registered.DATASETS,
-        "strategy": registered.STRATEGIES,
-        "rtt_backend": registered.RTT_BACKENDS,
-    }
+    return registered.registered()
 
 
 def parse_params(raw: dict, path: Path | str = "params.yaml") -> Params:

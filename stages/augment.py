@@ -13,6 +13,7 @@ from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.io import write_note_dir, write_report
 from pldistill.runtime import run_stage
+from pldistill.validate import load_params
 
 
 def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] = SPLITS) -> dict:
@@ -90,4 +91,4 @@ def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(augment, ["raw", "out", "report"])
+    run_stage(augment, ["raw", "out", "report"], load=load_params)

@@ -20,6 +20,7 @@ from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 from pldistill.sentences import gather as sentences_of
+from pldistill.validate import load_params
 
 
 def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> dict:
@@ -61,4 +62,4 @@ def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(cut, ["clean", "out", "report"])
+    run_stage(cut, ["clean", "out", "report"], load=load_params)

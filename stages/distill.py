@@ -15,6 +15,7 @@ from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
+from pldistill.validate import load_params
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,
@@ -32,4 +33,4 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
 
 if __name__ == "__main__":
     run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
-                        "cycles_plot", "embed", "cut"], kind=TRAINING)
+                        "cycles_plot", "embed", "cut"], kind=TRAINING, load=load_params)

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from pldistill import datasets, given, schemas
-from pldistill.config import DataParams, Params
 from pldistill.io import write_report
+from pldistill.params_base import DataParams
 from pldistill.runtime import run_stage
+from pldistill.sections import DataSections, load_data_sections
 from pldistill.seeding import seed_all
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
@@ -51,9 +52,10 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
     }
 
 
-def download(params: Params, out: Path, report: Path) -> dict:
-    """Malformed rows are dropped and counted by reason. The target is drawn first from the seed's
-    stream, so adding a source domain leaves the target's split as it was."""
+def download(params: DataSections, out: Path, report: Path) -> dict:
+    """``params``: the sections it reads (pldistill.sections; a whole Params serves as well). Malformed rows are
+    dropped and counted by reason. The target is drawn first from the seed's stream, so adding a source domain
+    leaves the target's split as it was."""
     rng, _ = seed_all(params.seed)
     result = fetch(params.data, rng, out)
     if params.adapt.data:
@@ -63,4 +65,4 @@ def download(params: Params, out: Path, report: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(download, ["out", "report"])
+    run_stage(download, ["out", "report"], load=load_data_sections)

@@ -23,6 +23,7 @@ from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
 from pldistill.training import fit_at, split_scores
+from pldistill.validate import load_params
 
 
 def skipped(params: Params) -> str | None:
@@ -117,4 +118,5 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
 
 
 if __name__ == "__main__":
-    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"], kind=TRAINING)
+    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"], kind=TRAINING,
+              load=load_params)

@@ -24,6 +24,7 @@ from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import run_stage
+from pldistill.validate import load_params
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
@@ -145,4 +146,5 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
 
 
 if __name__ == "__main__":
-    run_stage(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"])
+    run_stage(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"],
+              load=load_params)

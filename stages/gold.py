@@ -14,6 +14,7 @@ from pldistill.io import write_report
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
 from pldistill.training import train_model
+from pldistill.validate import load_params
 
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:
@@ -44,4 +45,4 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut:
 
 
 if __name__ == "__main__":
-    run_stage(gold, ["clean", "out", "report", "curve", "cut"], kind=TRAINING)
+    run_stage(gold, ["clean", "out", "report", "curve", "cut"], kind=TRAINING, load=load_params)

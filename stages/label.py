@@ -14,6 +14,7 @@ from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
+from pldistill.validate import load_params
 
 
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,
@@ -27,4 +28,5 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
 
 
 if __name__ == "__main__":
-    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"], kind=TRAINING)
+    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"], kind=TRAINING,
+              load=load_params)

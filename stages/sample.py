@@ -14,6 +14,7 @@ from pldistill.io import write_report
 from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
+from pldistill.validate import load_params
 
 
 def semantic(strategy: str) -> bool:
@@ -58,4 +59,4 @@ def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> 
 
 
 if __name__ == "__main__":
-    run_stage(sample, ["clean", "gold", "out", "report"])
+    run_stage(sample, ["clean", "gold", "out", "report"], load=load_params)

@@ -13,6 +13,7 @@ from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
+from pldistill.validate import load_params
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:
@@ -25,4 +26,4 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
 
 
 if __name__ == "__main__":
-    run_stage(teacher, ["clean", "out", "report", "curve"], kind=TRAINING)
+    run_stage(teacher, ["clean", "out", "report", "curve"], kind=TRAINING, load=load_params)

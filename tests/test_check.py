@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from pldistill.runtime import run_stage
+from pldistill.validate import load_params
 from stages.check import check
 from tests.conftest import ROOT
 
@@ -42,9 +43,11 @@ def test_check_comes_first_depends_on_the_whole_file_and_tracks_no_key():
     # the whole params.yaml, and the code it runs (its import closure, which tests/test_dvc_yaml.py checks)
     assert "params.yaml" in deps and "stages/check.py" in deps and "params" not in stages["check"]
     assert all(d == "params.yaml" or d.endswith(".py") for d in deps), deps
-    # its only output is its report, which no stage depends on: a rerun of check reruns nothing else
+    # its only output is its report, the same bytes whenever params are valid: download depends on it (so check runs
+    # first, download loading only its own sections), and a rerun of check reruns nothing else
     assert stages["check"]["outs"] == [{"metrics/check.json": {"cache": False}}]
-    assert not any("metrics/check.json" in s.get("deps", []) for s in stages.values())
+    assert [n for n, s in stages.items() if "metrics/check.json" in s.get("deps", [])] == ["download"]
+    assert json.loads((ROOT / "metrics/check.json").read_text()) == {"params": "valid"}
 
 
 def test_check_names_the_bad_key_and_the_closest_valid_one(tmp_path, monkeypatch):
@@ -52,13 +55,16 @@ def test_check_names_the_bad_key_and_the_closest_valid_one(tmp_path, monkeypatch
     params = tmp_path / "params.yaml"
     params.write_text((ROOT / "params.yaml").read_text() + "sample:\n  topk: 5\n")  # a second `sample` too
     with pytest.raises(SystemExit, match=r"key 'sample' is given twice"):
-        run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")])
+        run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")],
+                  load=load_params)
     params.write_text((ROOT / "params.yaml").read_text().replace("  lr: 1.0e-4", "  lrr: 1.0e-4"))
     with pytest.raises(SystemExit, match=r"- student\.lrr: unknown key \(did you mean student\.lr\?\)"):
-        run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")])
+        run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")],
+                  load=load_params)
     assert not (tmp_path / "check.json").exists()
     params.write_text((ROOT / "params.yaml").read_text())
-    run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")])
+    run_stage(check, ["report"], ["--params", str(params), "--report", str(tmp_path / "check.json")],
+                  load=load_params)
     assert json.loads((tmp_path / "check.json").read_text()) == {"params": "valid"}
 
 

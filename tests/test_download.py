@@ -438,3 +438,21 @@ def test_download_reports_copies_and_overlap(tmp_path, capsys):
                       tmp_path / "r.json")
     assert report["overlap"] == {"dev_in_train": 0, "test_in_train": 0}
     assert report["duplicates"]["copies_merged"] == 20 and report["dropped"] == {"ours.csv:duplicate": 20}
+
+
+def test_download_loads_its_own_sections_checked_as_config_checks_them(tmp_path):
+    """Stage download's command reads seed, data and adapt alone (pldistill.sections): a bad key there is named
+    with the nearest valid one; other sections are stage check's to validate."""
+    from pldistill.config import ConfigError
+    from pldistill.sections import load_data_sections
+
+    path = tmp_path / "params.yaml"
+    path.write_text("seed: 3\ndata:\n  datset: stsb\nstudent:\n  lrr: 1\n")
+    with pytest.raises(ConfigError, match=r"data\.datset: unknown key \(did you mean data\.dataset\?\)"):
+        load_data_sections(path)
+    path.write_text("seed: 3\ndata:\n  dataset: nope\nstudent:\n  lrr: 1\n")
+    with pytest.raises(ConfigError, match="data.dataset"):
+        load_data_sections(path)
+    path.write_text("seed: 3\ndata:\n  dataset: stsb\nstudent:\n  lrr: 1\n")
+    loaded = load_data_sections(path)
+    assert (loaded.seed, loaded.data.dataset, loaded.adapt.data) == (3, "stsb", None)

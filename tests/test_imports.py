@@ -21,7 +21,7 @@ def test_config_runs_no_registry_and_nothing_above_it():
     assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models", "pldistill.validate"}, below
     # names.py: the bundled models' names, plain data at the bottom (pldistill.bundled, which loads them, is not run)
     assert below <= {"pldistill", "pldistill.config", "pldistill.params_base", "pldistill.params_train",
-                     "pldistill.names", "pldistill.errors"}, below
+                     "pldistill.names", "pldistill.params_file", "pldistill.errors"}, below
 
 
 def test_only_the_stages_run_the_stage_command_line():

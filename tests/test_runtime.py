@@ -25,6 +25,7 @@ sys.path.insert(0, {str(ROOT)!r})
 from pldistill import checkpoints
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
+from pldistill.validate import load_params
 
 # Ctrl-C as for a command typed at a terminal: run as a background job (make test &), the tests and this child
 # inherit SIGINT ignored from the shell, and Python then raises no KeyboardInterrupt
@@ -40,7 +41,7 @@ def train(params, out):
     time.sleep(120)
     return {{}}
 
-run_stage(train, ["out"], kind=TRAINING)
+run_stage(train, ["out"], kind=TRAINING, load=load_params)
 '''
 
 
