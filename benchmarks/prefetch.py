@@ -76,7 +76,7 @@ def training(kind: str, data, steps: int, rounds: int) -> dict:
         for name in ("in line", "ahead"):
             torch.manual_seed(0)
             model = (CrossModel if kind == "cross" else BiEncoder).load(MODEL, tp.max_length)
-            run = Fit(model.module, model.batch_loss, s1, s2, y, lambda: 0.0, tp, torch.Generator().manual_seed(0),
+            run = Fit(model.module, model.batch_loss, (s1, s2), y, lambda: 0.0, tp, torch.Generator().manual_seed(0),
                       desc=f"{kind} {name}", prefetch=model.prefetch if name == "ahead" else None)
             model.tokens.waited = 0.0
             t0, c0 = time.perf_counter(), time.process_time()

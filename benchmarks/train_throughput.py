@@ -50,7 +50,7 @@ def ours(kind: str, data: dict, tp: TrainParams, seed: int,
     model = (BiEncoder if kind == "bi" else CrossModel).load(MODEL, tp.max_length)
     loss = model.cosine_mse_loss if kind == "bi" else model.soft_bce_loss
     tr = data["train"]
-    run = Fit(model.module, loss, list(tr["sentence1"]), list(tr["sentence2"]), tr["score"].to_numpy(),
+    run = Fit(model.module, loss, (list(tr["sentence1"]), list(tr["sentence2"])), tr["score"].to_numpy(),
               lambda: 0.0, tp, torch.Generator().manual_seed(seed), desc=f"ours {kind}")
     for group in run.opt.param_groups:  # no step taken yet: AdamW reads the flags at each step
         group["fused"] = optim == "adamw_torch_fused" or None

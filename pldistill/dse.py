@@ -23,9 +23,11 @@ from pldistill.config import DSE_POOLINGS
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import (
     BatchLoss,
+    Columns,
     ModelError,
     Trainable,
     _batched_inference,
+    columns,
     device,
     pair_embeddings,
     prune_layers,
@@ -188,7 +190,8 @@ class DSE(Trainable):
     def dse_loss_fn(self, alpha: float, task: str) -> BatchLoss:
         """The batch loss it learns by; target rows are [teacher logit, gold label or NaN]."""
 
-        def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
+        def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
+            s1, s2 = columns(texts, 2, "the DSE loss")  # pairs
             return losses.dse(self._logits(s1, s2), target[:, 0], target[:, 1], alpha, task)
 
         return batch_loss

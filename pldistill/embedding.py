@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from pldistill import losses, schemas, store
 from pldistill.config import EmbedParams
 from pldistill.io import ROW_GROUP, atomic_path
-from pldistill.models import BatchLoss, BiEncoder
+from pldistill.models import BatchLoss, BiEncoder, Columns, columns
 from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
@@ -99,10 +99,11 @@ def embed_loss(student: BiEncoder, params: EmbedParams) -> BatchLoss:
     """The batch loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices."""
     terms = params.loss.split("+")
 
-    def batch_loss(s1: list[str], s2: None, target: torch.Tensor) -> torch.Tensor:  # sentences, not pairs
+    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
+        (sentences,) = columns(texts, 1, "the embedding step's loss")  # sentences, not pairs
         # (batch, student dim), unit length like the targets: a student without a Normalize module learns the
         # teacher's directions instead of spending the loss on its norm
-        emb = F.normalize(student._embed(s1).float(), dim=-1)
+        emb = F.normalize(student._embed(sentences).float(), dim=-1)
         loss = F.mse_loss(emb, target.float()) if "mse" in terms else emb.new_zeros(())
         if "sim" in terms:
             loss = loss + params.sim_weight * losses.cosine_matrix_mse(emb, target)

@@ -25,7 +25,7 @@ from transformers import get_linear_schedule_with_warmup
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
-from pldistill.trainable import BatchLoss, FitResult, Prefetch, write_curves  # noqa: F401  (re-exported)
+from pldistill.trainable import BatchLoss, Columns, FitResult, Prefetch, write_curves  # noqa: F401  (re-exported)
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
@@ -75,14 +75,17 @@ class Fit:
     (pldistill.ahead), with the same features, so the same weights.
     """
 
-    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, s1: list[str], s2: list[str] | None,
-                 target: np.ndarray, dev_score: Callable[[], float], params: StepParams,
+    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
+                 dev_score: Callable[[], float], params: StepParams,
                  generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
                  prefetch: Prefetch | None = None):
         n = len(target)
         if n == 0:
-            raise ValueError(f"{desc}: no training pairs")
-        self.module, self.batch_loss, self.s1, self.s2 = module, batch_loss, s1, s2
+            raise ValueError(f"{desc}: no training rows")
+        if not texts or any(len(c) != n for c in texts):
+            raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
+                             f"{[len(c) for c in texts]}")
+        self.module, self.batch_loss, self.texts = module, batch_loss, tuple(texts)
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
         self.dev_score, self.params, self.generator = dev_score, params, generator
         self.per_epoch = math.ceil(n / params.batch_size)
@@ -156,9 +159,9 @@ class Fit:
         parts, _ = self._parts(self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size])
         self.prefetch(self._workers, [self._texts(p) for p in parts])
 
-    def _texts(self, rows: list[int]) -> tuple[list[str], list[str] | None]:
-        """The rows' sentences: (s1, s2) for pairs, (s1, None) for sentences."""
-        return [self.s1[j] for j in rows], None if self.s2 is None else [self.s2[j] for j in rows]
+    def _texts(self, rows: list[int]) -> Columns:
+        """The rows' texts, column by column."""
+        return tuple([column[j] for j in rows] for column in self.texts)
 
     def _settle(self) -> None:
         if self._workers is not None:  # one worker, first in first out: a no-op is done when all before it are
@@ -172,7 +175,7 @@ class Fit:
         loss = 0.0
         for part in parts:
             with self._autocast():
-                micro = self.batch_loss(*self._texts(part), self.y[part].to(self.device))
+                micro = self.batch_loss(self._texts(part), self.y[part].to(self.device))
             # each micro-batch's mean loss weighted by its share of the slice (and the slice's by its share of
             # the batch): the gradients sum to the gradient of the whole batch's mean loss, up to float rounding
             share = weight * len(part) / len(idx)
@@ -229,11 +232,15 @@ class Fit:
         world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
         key = distributed.on_main(lambda: checkpoints.fingerprint({
             "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
-            "lr_by_prefix": lr_by_prefix or {}, "s1": "\0".join(self.s1),
-            "s2": None if self.s2 is None else "\0".join(self.s2), "y": self.y,
+            "lr_by_prefix": lr_by_prefix or {}, **self._text_keys(), "y": self.y,
             "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
             "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
         return checkpoints.path_for(key)
+
+    def _text_keys(self) -> dict[str, str | None]:
+        """The columns as the fingerprint names them: s1, s2 (None for sentences, as before columns), s3, ..."""
+        keys = {f"s{i + 1}": "\0".join(column) for i, column in enumerate(self.texts)}
+        return {**keys, "s2": None} if len(self.texts) == 1 else keys
 
     def _checkpoint_due(self) -> bool:
         every = self.params.checkpoint_every
@@ -318,8 +325,7 @@ def _set_rng_state(state: list[torch.Tensor]) -> None:
 def fit(
     module: torch.nn.Module,
     batch_loss: BatchLoss,
-    s1: list[str],
-    s2: list[str] | None,
+    texts: Columns,
     target: np.ndarray,
     dev_score: Callable[[], float],
     params: StepParams,
@@ -328,13 +334,13 @@ def fit(
     lr_by_prefix: dict[str, float] | None = None,
     prefetch: Prefetch | None = None,
 ) -> FitResult:
-    """Train ``module`` on (s1, s2, target) -- s2 None: sentences, not pairs -- and leave it at the checkpoint
-    with the best dev score (``params.select`` dev), or at the end of training (last).
+    """Train ``module`` on ``texts`` (its text columns: (sentence,), (s1, s2), ...) and ``target``, and leave it at
+    the checkpoint with the best dev score (``params.select`` dev), or at the end of training (last).
 
     The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
     the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
     """
-    return Fit(module, batch_loss, s1, s2, target, dev_score, params, generator, desc, lr_by_prefix, prefetch).finish()
+    return Fit(module, batch_loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch).finish()
 
 
 def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: float) -> tuple[M, FitResult]:

@@ -31,7 +31,7 @@ from pldistill.device import device, native_bf16
 from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
 from pldistill.numeric import sigmoid
-from pldistill.trainable import BatchLoss, Prefetch, Trainable  # noqa: F401  (BatchLoss, Prefetch: re-exported)
+from pldistill.trainable import BatchLoss, Columns, Prefetch, Trainable, columns  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
@@ -230,19 +230,19 @@ class _Backended:
         """The model's tokenizer call on ``inputs`` (texts; or s1, s2) and the key of its result."""
         raise NotImplementedError
 
-    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str], ...]:
-        """What ``batch_loss`` tokenises for a micro-batch of pairs."""
+    def _loss_inputs(self, texts: Columns) -> tuple[list[str], ...]:
+        """What ``batch_loss`` tokenises for a micro-batch's text columns."""
         raise NotImplementedError
 
     def _features(self, *inputs: list[str]) -> dict:
         """Model inputs on the model's device (made ahead by ``prefetch`` where it was asked for these inputs)."""
         return self._device(self.tokens.get(*self._tokenized(*inputs)))
 
-    def prefetch(self, workers: ThreadPoolExecutor, parts: list[tuple[list[str], list[str]]]) -> None:
-        """Tokenise in ``workers`` what ``batch_loss`` will ask for on these (s1, s2) micro-batches."""
+    def prefetch(self, workers: ThreadPoolExecutor, parts: list[Columns]) -> None:
+        """Tokenise in ``workers`` what ``batch_loss`` will ask for on these micro-batches."""
         self.tokens.trim(len(parts))  # what is still to come of the batch under way stays
-        for s1, s2 in parts:
-            key, make = self._tokenized(*self._loss_inputs(s1, s2))
+        for texts in parts:
+            key, make = self._tokenized(*self._loss_inputs(texts))
             self.tokens.submit(workers, key, lambda make=make: ahead.host(make()))
 
     def save(self, path: Path | str, card: str | None = None) -> None:
@@ -305,8 +305,13 @@ class BiEncoder(_Backended, Trainable):
     def _tokenized(self, texts: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(texts), self.max_length), lambda: self.model.preprocess(texts)
 
-    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str]]:
-        return (s1 + s2,)  # one forward for both sides
+    def _loss_inputs(self, texts: Columns) -> tuple[list[str]]:
+        return ([t for column in texts for t in column],)  # one forward for every column
+
+    def embed_columns(self, texts: Columns) -> list[torch.Tensor]:
+        """Each column's embeddings, (batch, dim) apiece, from one forward over them all."""
+        emb = self._embed(*self._loss_inputs(texts))  # (columns * batch, dim)
+        return list(emb.split([len(column) for column in texts]))
 
     def _embed(self, texts: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(texts))["sentence_embedding"]  # (batch, dim)
@@ -335,9 +340,9 @@ class BiEncoder(_Backended, Trainable):
         a, b = pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress)
         return np.sum(a * b, axis=1)
 
-    def cosine_mse_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        emb = self._embed(*self._loss_inputs(s1, s2))  # one forward for both sides: (2 * batch, dim)
-        return losses.cosine_mse(emb[: len(s1)], emb[len(s1) :], target)
+    def cosine_mse_loss(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
+        a, b = self.embed_columns(columns(texts, 2, "the cosine MSE loss"))  # pairs: (batch, dim) each
+        return losses.cosine_mse(a, b, target)
 
     batch_loss = cosine_mse_loss
 
@@ -365,7 +370,8 @@ class CrossModel(_Backended, Trainable):
     def _tokenized(self, s1: list[str], s2: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(s1), tuple(s2), self.max_length), lambda: self.model.preprocess(list(zip(s1, s2)))
 
-    def _loss_inputs(self, s1: list[str], s2: list[str]) -> tuple[list[str], list[str]]:
+    def _loss_inputs(self, texts: Columns) -> tuple[list[str], list[str]]:
+        s1, s2 = columns(texts, 2, "a cross-encoder")  # it reads a pair as one input
         return s1, s2
 
     def _logits(self, s1: list[str], s2: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
@@ -392,8 +398,8 @@ class CrossModel(_Backended, Trainable):
               progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
-    def soft_bce_loss(self, s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        return losses.soft_bce(self._logits(s1, s2), target)
+    def soft_bce_loss(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
+        return losses.soft_bce(self._logits(*self._loss_inputs(texts)), target)
 
     batch_loss = soft_bce_loss
 

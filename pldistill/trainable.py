@@ -14,11 +14,21 @@ import torch
 
 from pldistill.io import write_csv_rows
 
-# (s1, s2, target) -> scalar loss; s2 is None where the data are sentences, not pairs (the embedding step, the
-# RTT ensemble's student): each row a sentence and its target row
-BatchLoss = Callable[[list[str], list[str] | None, torch.Tensor], torch.Tensor]
-# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these (s1, s2) micro-batches
-Prefetch = Callable[[ThreadPoolExecutor, list[tuple[list[str], list[str]]]], None]
+# A batch's text columns, row-aligned, as many as the data have (sentence-transformers' loss contract): (sentence,)
+# for the embedding step and the RTT ensemble's student, (s1, s2) for pairs, (anchor, positive, negative) for
+# triplets; row i of every column and of the target belong together.
+Columns = tuple[list[str], ...]
+# (columns, target) -> scalar loss
+BatchLoss = Callable[[Columns, torch.Tensor], torch.Tensor]
+# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these micro-batches
+Prefetch = Callable[[ThreadPoolExecutor, list[Columns]], None]
+
+
+def columns(texts: Columns, n: int, loss: str) -> Columns:
+    """``texts`` if it has the ``n`` columns ``loss`` learns from; otherwise a ValueError naming both counts."""
+    if len(texts) != n:
+        raise ValueError(f"{loss} learns from {n} text column{'s' if n > 1 else ''} a row, got {len(texts)}")
+    return texts
 
 
 class Trainable:

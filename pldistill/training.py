@@ -1,7 +1,8 @@
 """The two ways in to training, on our loop (pldistill.loop): ``train_model`` loads a model by its params and trains it
 there or on sentence-transformers' trainers (pldistill.st_trainer, ``trainer: sentence-transformers``), with
 ``seeds`` > 1 seed-optimised; ``fit_at`` trains a model one holds (an embedding step's student, a sub-model, a
-DSE student, a Trans-Encoder side) with the loss it is given, on pairs or on sentences. Both select on dev
+DSE student, a Trans-Encoder side) with the loss it is given, on as many text columns as that loss reads
+(sentences, pairs, triplets). Both select on dev
 Spearman; also the dev scorer every run is selected by.
 
 Our loop's names (``Fit``, ``fit``, ``fit_seeds``, ``FitResult``, ...) are importable from here too.
@@ -20,6 +21,7 @@ from pldistill import distributed, st_trainer
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
     BatchLoss,
+    Columns,
     Fit,
     FitResult,
     Prefetch,
@@ -53,15 +55,15 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
 
 
 def fit_at(
-    model: BiEncoder | CrossModel, batch_loss: BatchLoss, s1: list[str], s2: list[str] | None,
-    target: np.ndarray, dev: pd.DataFrame, params: StepParams, eval_params: EvaluateParams,
+    model: BiEncoder | CrossModel, batch_loss: BatchLoss, texts: Columns, target: np.ndarray, dev: pd.DataFrame,
+    params: StepParams, eval_params: EvaluateParams,
     generator: torch.Generator, desc: str, prefetch: Prefetch | None = None,
     lr_by_prefix: dict[str, float] | None = None,
 ) -> FitResult:
     """Train a model one holds (``fit`` on its module; a DSE student too, which trains and scores as these do),
     truncating inputs at ``params.max_length`` (e.g. 32 for speed) while dev is scored at the model's own length,
-    as evaluation will score it. ``s2`` None: the rows are sentences (``batch_loss`` gets None for s2), not
-    pairs. ``prefetch``, ``lr_by_prefix``: as ``Fit``'s."""
+    as evaluation will score it. ``texts``: the rows' text columns, as ``batch_loss`` reads them ((sentence,) for
+    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``: as ``Fit``'s."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -70,7 +72,7 @@ def fit_at(
             return score()
 
     with at_length(model, params.max_length):
-        return fit(model.module, batch_loss, s1, s2, target, dev_score, params, generator, desc=desc,
+        return fit(model.module, batch_loss, texts, target, dev_score, params, generator, desc=desc,
                    lr_by_prefix=lr_by_prefix, prefetch=prefetch)
 
 
@@ -93,7 +95,7 @@ def _train(
     def start(s: int) -> tuple[M, Fit]:
         _, gen = seed_all(s)  # before loading: a new head's init is drawn from it
         model = load()
-        return model, Fit(model.module, loss(model), s1, s2, target, dev_spearman(model, dev, eval_params), params,
+        return model, Fit(model.module, loss(model), (s1, s2), target, dev_spearman(model, dev, eval_params), params,
                           gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch)
 
     return fit_seeds(start, seeds_of(params, seed), params.seed_stop)

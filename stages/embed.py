@@ -99,7 +99,7 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     start = split_scores(student, scored, ev)
-    res = fit_at(student, embedding.embed_loss(student, ep), sentences, None, target, dev, ep, ev, gen, desc="embed")
+    res = fit_at(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed")
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",
             "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
     student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {

@@ -37,8 +37,8 @@ def fit_linear(dropout: float = 0.0) -> tuple[torch.nn.Module, dict]:
     rows = [str(i) for i in range(ROWS)]  # Fit hands sentences to the loss: here, row numbers
     computed: list[float] = []
 
-    def loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.mse_loss(model(x[[int(i) for i in s1]]).squeeze(-1), target)
+    def loss(texts: tuple[list[str], ...], target: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(model(x[[int(i) for i in texts[0]]]).squeeze(-1), target)
 
     def dev() -> float:
         with torch.no_grad():
@@ -46,7 +46,7 @@ def fit_linear(dropout: float = 0.0) -> tuple[torch.nn.Module, dict]:
         return computed[-1]
 
     params = StepParams(epochs=2, batch_size=8, lr=0.05, evals_per_epoch=2, warmup=0.0)
-    run = Fit(model, loss, rows, rows, y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5))
+    run = Fit(model, loss, (rows,), y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5))
     resumed_at = run.step
     res = run.finish()
     return model, {"dev_computed": len(computed), "curve": [(r["step"], r["loss"], r["dev"]) for r in res.curve],

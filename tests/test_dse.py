@@ -70,7 +70,7 @@ def test_dse_loss_trains_the_head_and_encoder_together(tiny_model_dir):
     dse = DSE.create(str(tiny_model_dir), "mean", hidden=8, max_length=16)
     fn = dse.dse_loss_fn(alpha=0.5, task="regression")
     target = torch.tensor([[2.0, 0.9], [-2.0, float("nan")]])
-    loss = fn(["a cat", "a dog"], ["the cat", "rain"], target)
+    loss = fn((["a cat", "a dog"], ["the cat", "rain"]), target)
     loss.backward()
     grads = [(n.split(".")[0], p.grad) for n, p in dse.module.named_parameters() if p.grad is not None]
     assert all(torch.isfinite(g).all() for _, g in grads)  # the NaN gold of a silver pair never leaks in
@@ -89,7 +89,7 @@ def test_student_fits_the_teacher_logits(tiny_model_dir):
     dse.module.train()
     losses_seen = []
     for _ in range(40):
-        loss = fn(s1, s2, target)
+        loss = fn((s1, s2), target)
         loss.backward()
         opt.step()
         opt.zero_grad()

@@ -73,11 +73,11 @@ def test_simcse_dropout_views_differ_in_training_and_agree_in_eval(tiny_model_di
     torch.manual_seed(0)
     emb = model._embed(sents + sents)
     assert not torch.allclose(emb[:4], emb[4:])  # two dropout masks: two views of each sentence
-    train_loss = loss(sents, sents, target)
+    train_loss = loss((sents, sents), target)
     model.module.eval()
     with torch.no_grad():
         emb = model._embed(sents + sents)
-        eval_loss = loss(sents, sents, target)
+        eval_loss = loss((sents, sents), target)
     torch.testing.assert_close(emb[:4], emb[4:])  # no dropout: the positive is the sentence's own embedding
     assert train_loss.requires_grad and train_loss.item() > 0
     sim = torch.nn.functional.cosine_similarity(emb[:4].unsqueeze(1), emb[:4].unsqueeze(0), dim=-1) / 0.05
@@ -93,15 +93,15 @@ def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
         raw = model._embed(sents)
         assert not torch.allclose(raw.norm(dim=-1), torch.ones(3))  # the tiny model has no Normalize module
         own = F.normalize(raw, dim=-1)
-        same = ensemble.distill_loss(model, 0.1, 0.3)(sents, sents, own)  # the student's raw norm does not matter
+        same = ensemble.distill_loss(model, 0.1, 0.3)((sents,), own)  # the student's raw norm does not matter
         info = F.cross_entropy(F.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
         torch.manual_seed(0)
         other = F.normalize(torch.randn_like(own), dim=-1)
-        only_mae = ensemble.distill_loss(model, 0.0, 0.3)(sents, sents, other)
+        only_mae = ensemble.distill_loss(model, 0.0, 0.3)((sents,), other)
         assert only_mae.item() == pytest.approx((own - other).norm(dim=-1).mean().item(), rel=1e-5)
         # InfoNCE rows are the student's sentences, columns the teacher's: not the transpose
         sim = F.cosine_similarity(own.unsqueeze(1), other.unsqueeze(0), dim=-1) / 0.3
-        only_nce = ensemble.distill_loss(model, 1.0, 0.3)(sents, sents, other)
+        only_nce = ensemble.distill_loss(model, 1.0, 0.3)((sents,), other)
         assert only_nce.item() == pytest.approx(F.cross_entropy(sim, torch.arange(3)).item(), rel=1e-5)
         assert only_nce.item() != pytest.approx(F.cross_entropy(sim.T, torch.arange(3)).item(), rel=1e-3)
     assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-4)  # MAE to itself is 0

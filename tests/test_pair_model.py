@@ -58,14 +58,14 @@ def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
     for name in ("bi", "cross"):
         model = models[name][0]
         assert isinstance(model, Trainable)
-        res = fit(model.module, model.batch_loss, list(train["sentence1"]), list(train["sentence2"]),
+        res = fit(model.module, model.batch_loss, (list(train["sentence1"]), list(train["sentence2"])),
                   train["score"].to_numpy(), dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0),
                   desc=name, prefetch=model.prefetch)
         assert res.steps == 4 and [r["step"] for r in res.curve] == [0, 4], name
     dse = models["dse"][0]
     with pytest.raises(TypeError, match="dse_loss_fn"):  # its loss needs alpha and the task
-        fit(dse.module, dse.batch_loss, S1, S2, np.zeros((3, 2)), lambda: 0.0, params, torch.Generator())
+        fit(dse.module, dse.batch_loss, (S1, S2), np.zeros((3, 2)), lambda: 0.0, params, torch.Generator())
     target = np.stack([np.zeros(32), train["score"].to_numpy()], axis=1)  # [teacher logit, gold]
-    res = fit(dse.module, dse.dse_loss_fn(0.5, "regression"), list(train["sentence1"]), list(train["sentence2"]),
+    res = fit(dse.module, dse.dse_loss_fn(0.5, "regression"), (list(train["sentence1"]), list(train["sentence2"])),
               target, lambda: 0.0, params, torch.Generator().manual_seed(0))
     assert res.steps == 4

@@ -1,6 +1,7 @@
 import itertools
 
 import numpy as np
+import pytest
 import torch
 
 from pldistill.metrics import correlation, jaccard
@@ -17,7 +18,7 @@ def _train(tiny_model_dir, seed, dev_fn=None):
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2}}).student
 
     score = dev_spearman(bi, dev, parse_params({"evaluate": {"bf16": False}}).evaluate)
-    res = fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), dev_fn or score, params, torch.Generator().manual_seed(seed))
     return bi, res, score
 
@@ -51,7 +52,7 @@ def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
-    res = fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), itertools.count(100, -1).__next__, params, torch.Generator().manual_seed(5))
     assert res.best_step == res.steps == 16 and res.best_dev == 96  # the fifth and last evaluation
     assert any(not torch.equal(a, b)
@@ -68,32 +69,64 @@ def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monke
         seen["dev"].add(bi.max_length)
         return score(*args, **kwargs)
 
-    def loss(s1, s2, y):
+    def loss(texts, y):
         seen["train"].add(bi.max_length)
-        return bi.cosine_mse_loss(s1, s2, y)
+        return bi.cosine_mse_loss(texts, y)
 
     monkeypatch.setattr(bi, "score", spy_score)
     p = parse_params({"student": {"batch_size": 8, "max_length": 16}, "evaluate": {"bf16": False}})
-    fit_at(bi, loss, list(train["sentence1"]), list(train["sentence2"]), train["score"].to_numpy(), dev,
+    fit_at(bi, loss, (list(train["sentence1"]), list(train["sentence2"])), train["score"].to_numpy(), dev,
            p.student, p.evaluate, torch.Generator().manual_seed(0), desc="t")
     assert seen == {"train": {16}, "dev": {64}} and bi.max_length == 64  # and restored afterwards
 
 
 def test_sentences_train_as_one_column_each_row_once(tiny_model_dir):
-    """Sentence-level data (the embedding step, the RTT ensemble's student): s2 is None, not the sentences twice."""
+    """Sentence-level data (the embedding step, the RTT ensemble's student): one text column, not the sentences
+    twice."""
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     sentences = list(make_pairs(16)["sentence1"])
     target = torch.nn.functional.normalize(torch.randn(16, bi.dim), dim=-1).numpy()
     seen: list[tuple[int, object]] = []
 
-    def loss(s1, s2, y):
-        seen.append((len(s1), s2))
-        return ((bi._embed(s1) - y) ** 2).mean()
+    def loss(texts, y):
+        seen.append(tuple(len(column) for column in texts))
+        return ((bi._embed(texts[0]) - y) ** 2).mean()
 
     p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
-    fit_at(bi, loss, sentences, None, target, make_pairs(8, offset=100), p.student, p.evaluate,
+    fit_at(bi, loss, (sentences,), target, make_pairs(8, offset=100), p.student, p.evaluate,
            torch.Generator().manual_seed(0), desc="sentences")
-    assert seen == [(8, None), (8, None)]
+    assert seen == [(8,), (8,)]
+
+
+
+def test_a_loss_reads_as_many_text_columns_as_the_data_have(tiny_model_dir):
+    """Triplets (anchor, positive, negative) train like pairs: each micro-batch hands the loss its rows of every
+    column, aligned; a bi-encoder embeds them all in one forward and splits them back."""
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    rows = make_pairs(16)
+    texts = (list(rows["sentence1"]), list(rows["sentence2"]), [f"unrelated {i}" for i in range(16)])
+    seen: list[tuple[str, ...]] = []
+
+    def triplet(cols, y):  # a margin loss: the anchor nearer its positive than its negative
+        seen.extend(zip(*cols))
+        a, pos, neg = bi.embed_columns(cols)  # (batch, dim) each
+        cos = torch.nn.functional.cosine_similarity
+        return torch.relu(cos(a, neg) - cos(a, pos) + 0.5).mean()
+
+    p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
+    fit_at(bi, triplet, texts, np.zeros(16, np.float32), make_pairs(8, offset=100), p.student, p.evaluate,
+           torch.Generator().manual_seed(0), desc="triplets")
+    assert sorted(seen) == sorted(zip(*texts))  # every row once, its three texts together
+
+
+def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir):
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    p = parse_params({"student": {"batch_size": 4, "epochs": 1}})
+    with pytest.raises(ValueError, match=r"one row per target \(3\); got columns of \[3, 2\]"):
+        fit(bi.module, bi.cosine_mse_loss, (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
+            torch.Generator())
+    with pytest.raises(ValueError, match="the cosine MSE loss learns from 2 text columns a row, got 1"):
+        bi.cosine_mse_loss((["a", "b"],), torch.zeros(2))
 
 
 def test_metrics():
@@ -127,7 +160,7 @@ def _seeded_start(tiny_model_dir, params, calls):
         calls.append(seed)
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-        return bi, Fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+        return bi, Fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
                        train["score"].to_numpy(), dev_spearman(bi, dev, ep), params, gen)
 
     return start
@@ -195,7 +228,7 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
         train = make_pairs(32)
         params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1,
                                            "optimizer": opt}}).student
-        fit(bi.module, bi.cosine_mse_loss, list(train["sentence1"]), list(train["sentence2"]),
+        fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
             train["score"].to_numpy(), itertools.count().__next__, params, torch.Generator().manual_seed(3))
         runs[opt] = bi.module.state_dict()
     moved = [(a - b).abs().max().item() for a, b in zip(runs["adamw"].values(), runs["adamw-fused"].values())]

@@ -32,6 +32,7 @@ from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
 from pldistill.seeding import seed_all
+from pldistill.trainable import Columns, columns
 from pldistill.training import BatchLoss, fit_at, split_scores, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
@@ -89,18 +90,19 @@ def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
     Both sides go through one forward pass in train mode, so a sentence that is its own positive
     meets itself under two independent dropout masks (unsupervised SimCSE)."""
 
-    def batch_loss(s1: list[str], s2: list[str], target: torch.Tensor) -> torch.Tensor:
-        emb = model._embed(s1 + s2)  # (2 * batch, dim)
-        return losses.info_nce(emb[: len(s1)], emb[len(s1) :], temperature)
+    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
+        anchor, positive = model.embed_columns(columns(texts, 2, "SimCSE's InfoNCE"))  # (batch, dim) each
+        return losses.info_nce(anchor, positive, temperature)
 
     return batch_loss
 
 
 def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
-    """losses.embedding_distill of the student's embeddings of ``s1``; target rows: the teacher's embeddings."""
+    """losses.embedding_distill of the student's embeddings of the sentences; target rows: the teacher's."""
 
-    def batch_loss(s1: list[str], s2: None, target: torch.Tensor) -> torch.Tensor:  # sentences, not pairs
-        return losses.embedding_distill(model._embed(s1), target, infonce_weight, temperature)  # (batch, dim) each
+    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
+        (sentences,) = columns(texts, 1, "the ensemble student's loss")  # sentences, not pairs
+        return losses.embedding_distill(model._embed(sentences), target, infonce_weight, temperature)  # (batch, dim)
 
     return batch_loss
 
@@ -114,7 +116,7 @@ def train_members(params: Params, clean: Path, out: Path) -> dict:
         for pos in positive_sets(params, clean):
             _, gen = seed_all(pos.seed)  # torch's global seed drives the dropout masks
             model = BiEncoder.load(tp.model, tp.max_length, tp.trust_remote_code)
-            res = fit_at(model, simcse_loss(model, sp.temperature), pos.sentences, pos.positives,
+            res = fit_at(model, simcse_loss(model, sp.temperature), (pos.sentences, pos.positives),
                          np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
             model.save(tmp / pos.name, cards.card(f"RTT-ensemble sub-model {pos.name}", "bi", tp.model, {
                 "positives": f"round-trip paraphrase via {pos.language}" if pos.language else "dropout view",
@@ -283,7 +285,7 @@ class RTTEnsemble(Recipe):
         student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         check_dims(student, target.shape[1], file)
         start = split_scores(student, scored, ep)
-        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), sentences, None,
+        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), (sentences,),
                      target, scored["dev"], dp, ep, gen, desc="student")
         card = cards.card("RTT-ensemble student", "bi", params.student.model, {
             "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",

@@ -112,7 +112,7 @@ class TransEncoder(Engine):
         """Train at ``step.max_length``; score dev at the model's full length, as evaluation will. ``loss`` is
         the model's own (cosine MSE, soft BCE), so its inputs are tokenised ahead."""
         _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
-        return fit_at(model, loss, s1, s2, y, self.dev, step, self.p.evaluate, gen, desc, model.prefetch)
+        return fit_at(model, loss, (s1, s2), y, self.dev, step, self.p.evaluate, gen, desc, model.prefetch)
 
     # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:
