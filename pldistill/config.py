@@ -7,9 +7,10 @@ Configuration is plain data at the bottom of the import graph: it imports no reg
 registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) come in as
 ``names`` (pldistill.validate hands over the registries' own), and are checked like any other value.
 
-The sections live in two modules, both re-exported here: pldistill.params_base (what every section shares; data,
-adapt, augment, sample, label, evaluate) and pldistill.params_train (the training sections). This module
-assembles them into ``Params``, its cross-section rules, and the loading that names a bad key.
+The sections live in pldistill.params_base (what every section shares; data, adapt, augment, sample, label,
+evaluate), pldistill.params_train (the training sections) and each recipe's params module (its own section and its
+``RecipeSpec``: pldistill/recipes/<recipe>_params.py), all re-exported here. This module assembles them into
+``Params``, checks a run against its recipe's spec (it names no recipe), and loads params.yaml naming a bad key.
 """
 
 from __future__ import annotations
@@ -26,13 +27,9 @@ from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: p
     BF16_AS_PRECISION,
     BUNDLED_MODELS,
     CALIBRATIONS,
-    DISTRIBUTED_RECIPES,
-    DISTRIBUTED_WHY,
-    DSE_POOLINGS,
     FAISS_INDEXES,
     INFER_BATCH,
     PAIR_SPLITS,
-    POSITIVES,
     PRECISIONS,
     TABLE_SUFFIXES,
     TASKS,
@@ -69,21 +66,25 @@ from pldistill.params_train import (  # noqa: F401  (re-exported)
     EMBED_LOSSES,
     EMBED_SOURCES,
     PROJECTIONS,
-    DSEParams,
     EmbedParams,
-    EnsembleDistillParams,
-    EnsembleParams,
-    MutualModel,
-    RoundsParams,
     StaticParams,
     StepParams,
     StudentParams,
-    SubParams,
     TeacherMember,
     TeacherParams,
     TrainParams,
-    TransParams,
 )
+from pldistill.recipes.augsbert_params import RoundsParams
+from pldistill.recipes.dse_params import DSE_POOLINGS, DSEParams  # noqa: F401  (re-exported)
+from pldistill.recipes.ensemble_params import (  # noqa: F401  (re-exported)
+    POSITIVES,
+    EnsembleDistillParams,
+    EnsembleParams,
+    SubParams,
+)
+from pldistill.recipes.spec import RecipeSpec
+from pldistill.recipes.specs import SPECS, named
+from pldistill.recipes.trans_params import MutualModel, TransParams  # noqa: F401  (re-exported)
 
 MPNET = "bundled:all-mpnet-base-v2"  # the stronger bundled model: a teacher candidate by default (make mpnet)
 
@@ -126,58 +127,45 @@ class Params(_Section):
         return {**raw, "sample": {**sample, "strategy": "bm25" if data.get("unscored") is None else "given"}}
 
     @model_validator(mode="after")
-    def _recipe_cycles(self) -> Params:
-        if self.recipe not in ("trans-encoder", "augsbert") and self.cycles != 1:
-            raise ValueError(
-                f"recipe {self.recipe} labels once and trains once, so cycles must be 1; found {self.cycles} "
-                "(cycles > 1: recipes augsbert, where the student mines new pairs each cycle, and trans-encoder)"
-            )
-        if self.recipe == "augsbert" and self.cycles > 1 and self.processes > 1:
-            raise ValueError(
-                f"cycles {self.cycles} of recipe augsbert run in one process (each cycle mines, labels and trains "
-                f"in turn); found processes {self.processes}: set processes to 1, or cycles to 1"
-            )
-        if self.student.kind == "static" and self.recipe != "augsbert":
-            raise ValueError(
-                f"student.kind static is a bi-encoder of token vectors, trained by recipe augsbert (stages gold, "
-                f"embed, distill); recipe {self.recipe} needs a transformer student (its layers, or a cross-encoder "
-                "side): set student.kind to transformer, or recipe to augsbert"
-            )
+    def _recipe_rules(self) -> Params:
+        spec = SPECS.get(self.recipe)  # None: an unknown name, refused by the recipe's validator given the names
+        if spec is not None:
+            self._against(spec)
         s = self.sample
-        if (self.recipe == "trans-encoder" and self.trans.sampled and "semantic" in s.strategy
-                and s.semantic.encoder == "gold"):
-            raise ValueError(
-                "trans.sampled with a semantic strategy would mine pairs with the `gold` encoder, which learned "
-                "the gold scores, so the run would not be unsupervised; set sample.semantic.encoder to a model "
-                "spec (e.g. bundled:all-MiniLM-L6-v2) or use sample.strategy bm25"
-            )
         if "given" in s.strategy.split("+") and self.data.unscored is None:
             raise ValueError(
                 f"sample.strategy {s.strategy} has the teacher label the given pairs of data.unscored, which is "
                 "null; set data.unscored to a table of pairs (scores never read) or to rest (the training pairs "
                 "data.max_train left out)"
             )
-        if self.adapt.dataset is not None and self.recipe != "augsbert":
-            raise ValueError(
-                f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; "
-                f"it needs recipe augsbert, found {self.recipe}; set adapt.dataset to null for this recipe"
-            )
-        if self.recipe in ("trans-encoder", "rtt-ensemble") and (self.teacher.members or self.teacher.layers):
-            raise ValueError(
-                f"recipe {self.recipe} uses teacher.model only as a starting point; teacher.members and "
-                "teacher.layers apply to augsbert and dse: set them to [] and null"
-            )
-        if self.processes > 1 and self.recipe not in DISTRIBUTED_RECIPES:
-            raise ValueError(
-                f"processes: {self.processes} processes run recipes {' and '.join(DISTRIBUTED_RECIPES)} only; "
-                f"found recipe {self.recipe} ({DISTRIBUTED_WHY[self.recipe]}); set processes to 1"
-            )
-        if self.recipe == "rtt-ensemble" and self.ensemble.positives == "rtt" and self.augment.rtt.backend == "none":
-            raise ValueError(
-                "ensemble.positives rtt contrasts each sentence with its round-trip paraphrase, but "
-                "augment.rtt.backend is none; set it to marian or table, or use ensemble.positives dropout"
-            )
         return self
+
+    def _against(self, spec: RecipeSpec) -> None:
+        """What the recipe allows of the other sections (its spec), then its own rules."""
+        r = self.recipe
+        if spec.cycles is None and self.cycles != 1:
+            runs = "; ".join(f"recipe {s.name}, {s.cycles}" for s in SPECS.values() if s.cycles)
+            raise ValueError(f"recipe {r} labels once and trains once, so cycles must be 1; found {self.cycles} "
+                             f"(cycles > 1: {runs})")
+        if self.student.kind == "static" and not spec.static_student:
+            ok = named(lambda s: s.static_student)
+            raise ValueError(
+                f"student.kind static is a bi-encoder of token vectors, trained by recipe {ok} (stages gold, embed, "
+                f"distill); recipe {r} needs a transformer student (its layers, or a cross-encoder side): set "
+                f"student.kind to transformer, or recipe to {ok}")
+        if self.adapt.dataset is not None and not spec.adapts:
+            raise ValueError(
+                f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; it needs "
+                f"recipe {named(lambda s: s.adapts)}, found {r}; set adapt.dataset to null for this recipe")
+        if not spec.teacher_members and (self.teacher.members or self.teacher.layers):
+            raise ValueError(
+                f"recipe {r} uses teacher.model only as a starting point; teacher.members and teacher.layers apply "
+                f"to {named(lambda s: s.teacher_members)}: set them to [] and null")
+        if self.processes > 1 and spec.not_distributed:
+            raise ValueError(
+                f"processes: {self.processes} processes run recipes {named(lambda s: not s.not_distributed)} only; "
+                f"found recipe {r} ({spec.not_distributed}); set processes to 1")
+        spec.rules(self)
 
 
 def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:

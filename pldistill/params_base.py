@@ -14,20 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pldistill.names import BUNDLED_MODELS
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-POSITIVES = ("dropout", "rtt")  # rtt-ensemble: what a sentence is contrasted with
-DSE_POOLINGS = ("last4", "mean", "cls")
 PAIR_SPLITS = ("train", "dev", "test")
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TASKS = ("regression", "classification")
 TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)
 CALIBRATIONS = ("auto", "none", "linear", "isotonic")  # how a member's score is put on the gold scale
-# What runs on several processes (params `processes`, pldistill.distributed), and why the others do not yet.
-DISTRIBUTED_RECIPES = ("augsbert", "dse")
-DISTRIBUTED_WHY = {
-    "trans-encoder": "its cycles label and train inside stage distill, writing a store of finished steps as they go, "
-                     "which is not rank-aware",
-    "rtt-ensemble": "InfoNCE's in-batch negatives would see only a rank's slice of each batch",
-}  # `bundled:<name>`; weights and sha256 in pldistill.bundled
 
 
 # The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.

@@ -1,6 +1,6 @@
 """The training sections of params.yaml: the steps every training shares (StepParams), a trained model's
-(TrainParams: teacher, student), and each recipe's own (dse, ensemble, rounds, trans, embed). pldistill.config
-assembles them into one Params."""
+(TrainParams: teacher, student), the static student's and the embedding step's. Each recipe's own section is in its
+params module (pldistill/recipes/<recipe>_params.py); pldistill.config assembles them all into one Params."""
 
 from __future__ import annotations
 
@@ -12,9 +12,6 @@ from pydantic import Field, field_validator, model_validator
 from pldistill.params_base import (
     BF16_AS_PRECISION,
     CALIBRATIONS,
-    DSE_POOLINGS,
-    PAIR_SPLITS,
-    POSITIVES,
     PRECISIONS,
     TABLE_SUFFIXES,
     TEACHER_KINDS,
@@ -166,99 +163,6 @@ class TeacherParams(TeacherMember):
         """One cross-encoder fine-tuned on gold: the Augmented-SBERT teacher (and the other recipes' cross)."""
         return (not self.members and not self.candidates and self.kind == "cross" and self.finetune
                 and self.calibration == "none" and self.layers is None)
-
-
-class MutualModel(_Section):
-    """One more model pair for mutual distillation: a starting bi-encoder and a cross-encoder base."""
-
-    bi: str
-    cross: str | None = None  # null: the same spec as `bi` (the paper starts it from the base language model)
-
-    _known_models = field_validator("bi", "cross")(lambda v: v if v is None else _model_spec(v))
-
-
-class DSEParams(StepParams):
-    """recipe dse: the student and its training (the paper, STS-B: batch 32, lr 1e-5, 8 epochs)."""
-
-    alpha: float = Field(0.5, ge=0, le=1)  # weight of the teacher-logit term; 1 - alpha on the gold label
-    pooling: str = "last4"  # last4: token means of the last four layers without [CLS] | mean | cls
-    hidden: int = Field(512, ge=1)  # the head's hidden layer
-    head_lr: float = Field(1e-3, gt=0)  # the new head's learning rate (the encoder uses lr)
-    epochs: int = Field(8, ge=1)
-    batch_size: int = Field(32, ge=1)
-    lr: float = Field(1e-5, gt=0)
-    evals_per_epoch: int = Field(2, ge=1)
-
-    _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
-
-
-class SubParams(StepParams):
-    """rtt-ensemble: one contrastive sub-model (SimCSE, unsupervised: batch 64, lr 3e-5, length 32, 1 epoch)."""
-
-    batch_size: int = Field(64, ge=2)  # in-batch negatives: batch - 1 per sentence
-    lr: float = Field(3e-5, gt=0)
-    warmup: float = Field(0.0, ge=0, lt=1)
-    max_length: int = Field(32, ge=8)
-    temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
-
-    @field_validator("accumulate")
-    @classmethod
-    def _whole_batches(cls, v: int) -> int:
-        if v != 1:  # each row's negatives are the rest of its batch: micro-batches would change the loss
-            raise ValueError(f"InfoNCE takes its negatives from the whole batch, so micro-batches would change the "
-                             f"loss; expected 1, found {v} (lower batch_size instead)")
-        return v
-
-
-class EnsembleDistillParams(SubParams):
-    """rtt-ensemble: the student learns the ensemble's embeddings, (1 - w) MAE + w InfoNCE (the paper's Eq. 3)."""
-
-    infonce_weight: float = Field(0.1, ge=0, le=1)  # the paper's lambda
-    temperature: float = Field(0.3, gt=0)  # the paper's best distillation temperature (Table 7)
-
-
-class EnsembleParams(_Section):
-    """recipe rtt-ensemble: K contrastive sub-models, their (weighted) mean as teacher, one student."""
-
-    positives: str = "dropout"  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
-    k: int = Field(5, ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
-    weights: Literal["mean", "softmax"] = "mean"  # softmax: of the sub-models' dev Spearman (points) / temperature
-    weight_temperature: float = Field(1.0, gt=0)
-    sub: SubParams = SubParams()
-    distill: EnsembleDistillParams = EnsembleDistillParams()
-
-    _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
-
-
-class RoundsParams(_Section):
-    """recipe augsbert with cycles > 1 (pldistill.recipes.rounds): each cycle after the first, the student
-    mines new pairs by semantic search with its own encoder, the teacher labels only those, the student learns on."""
-
-    pairs: int = Field(2000, ge=1)  # new pairs kept per cycle, at most (a seeded draw when the search finds more)
-    top_k: int = Field(5, ge=1, le=100)  # nearest neighbours of each pool sentence under the student
-    epochs: int = Field(1, ge=1)  # the student's epochs in each cycle after the first (gold + every silver pair so far)
-
-
-class TransParams(_Section):
-    """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
-
-    init: Literal["refresh", "sequential"] = "refresh"
-    splits: tuple[str, ...] = PAIR_SPLITS  # whose pairs (labels dropped) are learned; drop test: inductive
-    sampled: bool = False  # also learn the pairs stage `sample` found
-    target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
-    mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
-    # the paper's Table 16: bi -> cross, soft BCE (lr 2e-5, batch 32, 1 epoch, length 64); cross -> bi, cosine MSE
-    # (lr 5e-5, batch 128, 10 epochs, length 32)
-    cross: StepParams = StepParams(batch_size=32, max_length=64)
-    bi: StepParams = StepParams(epochs=10, batch_size=128, lr=5e-5, warmup=0.0, max_length=32, evals_per_epoch=1)
-
-    @field_validator("splits")
-    @classmethod
-    def _known_splits(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [s for s in v if s not in PAIR_SPLITS]
-        if bad or not v or len(set(v)) < len(v):
-            raise ValueError(f"expected distinct splits among {', '.join(PAIR_SPLITS)}; found {list(v)}")
-        return v
 
 
 STATIC_WEIGHTS = ("counts", "zipf", "none")

@@ -91,10 +91,14 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     t0 = time.perf_counter()
     raw = embedding.teacher_embeddings(members, key, sentences, params.label.batch_size, params.label.bf16)
     encode_seconds = time.perf_counter() - t0
+    encode_rss = peak_rss_mb()  # the peak so far: reading, the teacher loaded and encoding (or its store read)
+    del members  # the teacher's weights are not needed while the student trains (MPNet: about 420 MB)
     embedding.write_embeddings(out / embedding.TEACHER_FILE, sentences, raw)
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
+    width = int(raw.shape[1])
     target, projection = embedding.targets(raw, student.dim, ep)
-    embedding.write_meta(out / "meta.json", {"teacher": key, "width": int(raw.shape[1]),
+    del raw  # a projected target is a new matrix: the teacher's own (n, width) is not held beside it
+    embedding.write_meta(out / "meta.json", {"teacher": key, "width": width,
                                              "sentences": counts, "projection": projection})
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
@@ -109,9 +113,10 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
         **cards.fit_facts(res.summary(), ep), "seed": params.seed},
         "A bi-encoder that learned its teacher's sentence embeddings; stage distill trains it on pairs next."))
     res.write_curve(curve)
-    result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": int(raw.shape[1]),
+    result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": width,
               "projection": projection, "loss": ep.loss, "encode_seconds": round(encode_seconds, 1),
               "start": start, "after": split_scores(student, scored, ev), **res.summary(),
+              "encode_peak_rss_mb": encode_rss,
               "peak_rss_mb": peak_rss_mb()}  # of the process so far: the corpus read, embedded and learned
     write_report(report, result)
     return result

@@ -49,10 +49,11 @@ def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
 
 def test_the_data_stages_depend_on_few_modules():
     """check and download read params and tables: configuration, the reader and the stage plumbing, no model
-    (before issue 35: 29 and 30 files, 5,556 and 5,670 lines)."""
+    (before issue 35: 29 and 30 files, 5,556 and 5,670 lines). check validates every recipe's section and rules, so
+    it depends on each recipe's params module (pldistill/recipes/<recipe>_params.py): small files, no recipe code."""
     code = {name: [d for d in STAGES[name]["deps"] if d.endswith(".py")] for name in ("check", "download")}
     lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
-    assert len(code["check"]) <= 15 and len(code["download"]) <= 18, code
+    assert len(code["check"]) <= 20 and len(code["download"]) <= 18, code
     assert lines["check"] < 2200 and lines["download"] < 2500, lines
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 

@@ -19,9 +19,12 @@ def test_no_import_cycle():
 def test_config_runs_no_registry_and_nothing_above_it():
     below = stage_deps.closure(GRAPH, "pldistill.config")
     assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models", "pldistill.validate"}, below
-    # names.py: the bundled models' names, plain data at the bottom (pldistill.bundled, which loads them, is not run)
+    # names.py: the bundled models' names, plain data at the bottom (pldistill.bundled, which loads them, is not run);
+    # of the recipes package, each recipe's params module and spec (its section, what it allows), no recipe's code
+    specs = {"pldistill.recipes", "pldistill.recipes.spec", "pldistill.recipes.specs"} | {
+        f"pldistill.recipes.{p.stem}" for p in (ROOT / "pldistill" / "recipes").glob("*_params.py")}
     assert below <= {"pldistill", "pldistill.config", "pldistill.params_base", "pldistill.params_train",
-                     "pldistill.names", "pldistill.params_file", "pldistill.errors"}, below
+                     "pldistill.names", "pldistill.params_file", "pldistill.errors", *specs}, below
 
 
 def test_only_the_stages_run_the_stage_command_line():

@@ -55,6 +55,23 @@ def test_the_names_params_are_checked_against_are_every_registry_s():
         sampling.register("mine")
 
 
+
+def test_each_recipe_owns_its_params_and_rules_and_config_names_none():
+    """Every recipe has a spec in its params module (pldistill/recipes/<recipe>_params.py): what it allows of the
+    other sections and its own rules. pldistill.config checks a run against it and names no recipe in its code."""
+    from pldistill.recipes.specs import SPECS
+
+    assert set(SPECS) == set(recipes.RECIPES)
+    code = (ROOT / "pldistill" / "config.py").read_text().split("class Params", 1)[1]
+    named = [r for r in recipes.RECIPES if f'"{r}"' in code.replace('recipe: str = "augsbert"', "")]
+    assert not named, f"config.py names recipes {named}: put the rule in the recipe's spec"
+    # a spec's answer, and a rule of the recipe's own, reach the user through config's validation
+    with pytest.raises(ConfigError, match="recipe dse labels once and trains once.*recipe augsbert, where the student"):
+        parse_params({"recipe": "dse", "cycles": 2})
+    with pytest.raises(ConfigError, match="augment.rtt.backend is none"):
+        parse_params({"recipe": "rtt-ensemble", "ensemble": {"positives": "rtt"},
+                      "augment": {"rtt": {"backend": "none"}}})
+
 def test_checking_params_imports_no_registry_and_no_model_code():
     """A data stage's command checks params and reports errors without the training code (issue 35)."""
     import subprocess
@@ -64,5 +81,8 @@ def test_checking_params_imports_no_registry_and_no_model_code():
             "print(sorted(m for m in sys.modules if m.startswith('pldistill')))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic",
-                  "pldistill.bundled", "pldistill.store", "pldistill.recipes"):
+                  "pldistill.bundled", "pldistill.store", "pldistill.recipes.registry", "pldistill.recipes.base"):
         assert f"'{heavy}'" not in loaded, loaded
+    # of the recipes package, only what each recipe allows of the params: its params module and spec, no code
+    recipe_modules = re.findall(r"'pldistill\.recipes\.(\w+)'", loaded)
+    assert recipe_modules and all(m in ("spec", "specs") or m.endswith("_params") for m in recipe_modules), loaded

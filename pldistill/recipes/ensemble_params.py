@@ -1,0 +1,65 @@
+"""Recipe rtt-ensemble's params (section ``ensemble``) and what it allows of the others
+(pldistill.recipes.spec)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from pldistill.params_base import _one_of, _Section
+from pldistill.params_train import StepParams
+from pldistill.recipes.spec import RecipeSpec
+
+POSITIVES = ("dropout", "rtt")  # what a sentence is contrasted with
+
+
+class SubParams(StepParams):
+    """rtt-ensemble: one contrastive sub-model (SimCSE, unsupervised: batch 64, lr 3e-5, length 32, 1 epoch)."""
+
+    batch_size: int = Field(64, ge=2)  # in-batch negatives: batch - 1 per sentence
+    lr: float = Field(3e-5, gt=0)
+    warmup: float = Field(0.0, ge=0, lt=1)
+    max_length: int = Field(32, ge=8)
+    temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
+
+    @field_validator("accumulate")
+    @classmethod
+    def _whole_batches(cls, v: int) -> int:
+        if v != 1:  # each row's negatives are the rest of its batch: micro-batches would change the loss
+            raise ValueError(f"InfoNCE takes its negatives from the whole batch, so micro-batches would change the "
+                             f"loss; expected 1, found {v} (lower batch_size instead)")
+        return v
+
+
+class EnsembleDistillParams(SubParams):
+    """rtt-ensemble: the student learns the ensemble's embeddings, (1 - w) MAE + w InfoNCE (the paper's Eq. 3)."""
+
+    infonce_weight: float = Field(0.1, ge=0, le=1)  # the paper's lambda
+    temperature: float = Field(0.3, gt=0)  # the paper's best distillation temperature (Table 7)
+
+
+class EnsembleParams(_Section):
+    """recipe rtt-ensemble: K contrastive sub-models, their (weighted) mean as teacher, one student."""
+
+    positives: str = "dropout"  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
+    k: int = Field(5, ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
+    weights: Literal["mean", "softmax"] = "mean"  # softmax: of the sub-models' dev Spearman (points) / temperature
+    weight_temperature: float = Field(1.0, gt=0)
+    sub: SubParams = SubParams()
+    distill: EnsembleDistillParams = EnsembleDistillParams()
+
+    _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
+
+
+def rules(p: Any) -> None:
+    if p.ensemble.positives == "rtt" and p.augment.rtt.backend == "none":
+        raise ValueError(
+            "ensemble.positives rtt contrasts each sentence with its round-trip paraphrase, but "
+            "augment.rtt.backend is none; set it to marian or table, or use ensemble.positives dropout"
+        )
+
+
+SPEC = RecipeSpec("rtt-ensemble", not_distributed="InfoNCE's in-batch negatives would see only a rank's slice of "
+                                                   "each batch",
+                  teacher_members=False, rules=rules)

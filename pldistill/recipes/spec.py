@@ -1,0 +1,26 @@
+"""What a recipe allows of the params beyond its own section, as data at the bottom of the import graph: each
+recipe's params module (``pldistill/recipes/<recipe>_params.py``) holds its section and a ``RecipeSpec``, and
+pldistill.config checks a run's params against the spec of its recipe without importing any recipe's code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _no_rules(params: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    name: str
+    cycles: str | None = None  # what one of its cycles does, where cycles > 1 runs; None: it labels once, trains once
+    not_distributed: str | None = None  # None: runs on several processes (`processes`); else why it does not yet
+    static_student: bool = False  # trains a student.kind static
+    adapts: bool = False  # adapt.dataset (domain adaptation) applies
+    teacher_members: bool = True  # teacher.members and teacher.layers apply (False: teacher.model is a start only)
+    # its own checks across sections, given the whole config (pldistill.config.Params, which imports this module,
+    # so it is not named here): a ValueError naming the keys
+    rules: Callable[[Any], None] = _no_rules
