@@ -82,10 +82,13 @@ class Fit:
         n = len(target)
         if n == 0:
             raise ValueError(f"{desc}: no training rows")
+        if not isinstance(texts, tuple) or any(isinstance(c, str) for c in texts):
+            raise TypeError(f"{desc}: texts is a tuple of text columns, e.g. (s1, s2) or (sentences,); found "
+                            f"{type(texts).__name__}")
         if not texts or any(len(c) != n for c in texts):
             raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
                              f"{[len(c) for c in texts]}")
-        self.module, self.batch_loss, self.texts = module, batch_loss, tuple(texts)
+        self.module, self.batch_loss, self.texts = module, batch_loss, texts
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
         self.dev_score, self.params, self.generator = dev_score, params, generator
         self.per_epoch = math.ceil(n / params.batch_size)

@@ -125,6 +125,9 @@ def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir
     with pytest.raises(ValueError, match=r"one row per target \(3\); got columns of \[3, 2\]"):
         fit(bi.module, bi.cosine_mse_loss, (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
             torch.Generator())
+    with pytest.raises(TypeError, match="texts is a tuple of text columns"):  # the old (s1, s2, target, ...) call
+        fit(bi.module, bi.cosine_mse_loss, ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
+            torch.Generator())
     with pytest.raises(ValueError, match="the cosine MSE loss learns from 2 text columns a row, got 1"):
         bi.cosine_mse_loss((["a", "b"],), torch.zeros(2))
 
