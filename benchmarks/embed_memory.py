@@ -3,10 +3,12 @@
 first rows only while every sentence stays loaded, so two runs that differ in ``--max-corpus`` alone show what
 holding more sentences costs (docs/fast-student.md, "Where the memory goes").
 
-    python benchmarks/embed_memory.py --params params.yaml --clean data/clean --cut models/cut \\
+    python -m benchmarks.embed_memory --params params.yaml --clean data/clean --cut models/cut \\
         --corpus /work/corpus/corpus.txt --max-corpus 20000 --train-rows 20000 --out /tmp/embed-memory
 
-Linux only (/proc/self/status). Prints each phase's peak and writes the timeline as JSON under --out.
+Run it as a module from the repository root (``python -m``), so the stages are this checkout's. Linux only
+(/proc/self/status). Prints each phase's peak ("other": between the phases: loading, the report) and writes the
+timeline as JSON under --out.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def main() -> None:
     ap.add_argument("--max-corpus", type=int, default=None)
     ap.add_argument("--train-rows", type=int, default=None)
     args = ap.parse_args()
-    phase, timeline = ["start"], []
+    phase, timeline = ["other"], []
 
     def sample() -> None:
         while True:
