@@ -235,15 +235,11 @@ class Fit:
         world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
         key = distributed.on_main(lambda: checkpoints.fingerprint({
             "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
-            "lr_by_prefix": lr_by_prefix or {}, **self._text_keys(), "y": self.y,
+            "lr_by_prefix": lr_by_prefix or {}, "y": self.y,
+            **{f"s{i + 1}": "\0".join(column) for i, column in enumerate(self.texts)},  # each text column
             "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
             "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
         return checkpoints.path_for(key)
-
-    def _text_keys(self) -> dict[str, str | None]:
-        """The columns as the fingerprint names them: s1, s2 (None for sentences, as before columns), s3, ..."""
-        keys = {f"s{i + 1}": "\0".join(column) for i, column in enumerate(self.texts)}
-        return {**keys, "s2": None} if len(self.texts) == 1 else keys
 
     def _checkpoint_due(self) -> bool:
         every = self.params.checkpoint_every

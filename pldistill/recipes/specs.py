@@ -3,6 +3,8 @@ no recipe's code, so pldistill.config imports it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pldistill.recipes import augsbert_params, dse_params, ensemble_params, trans_params
 from pldistill.recipes.spec import RecipeSpec
 
@@ -10,6 +12,6 @@ SPECS: dict[str, RecipeSpec] = {m.SPEC.name: m.SPEC for m in (augsbert_params, d
                                                                 ensemble_params)}
 
 
-def named(test) -> str:
+def named(test: Callable[[RecipeSpec], object]) -> str:
     """The recipes whose spec passes ``test``, as a message lists them ("augsbert and dse")."""
     return " and ".join(name for name, spec in SPECS.items() if test(spec))
