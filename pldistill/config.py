@@ -153,6 +153,11 @@ class Params(_Section):
                 f"student.kind static is a bi-encoder of token vectors, trained by recipe {ok} (stages gold, embed, "
                 f"distill); recipe {r} needs a transformer student (its layers, or a cross-encoder side): set "
                 f"student.kind to transformer, or recipe to {ok}")
+        if self.student.loss != "cosine" and not spec.student_loss:
+            raise ValueError(
+                f"student.loss {self.student.loss}: recipe {r}'s student learns its own section's loss, so only its "
+                f"gold-only baseline would learn this one; it applies to recipe {named(lambda s: s.student_loss)}: "
+                f"set student.loss to cosine")
         if self.adapt.dataset is not None and not spec.adapts:
             raise ValueError(
                 f"adapt.dataset (domain adaptation) trains an Augmented-SBERT teacher on the source domain; it needs "

@@ -14,6 +14,20 @@ def cosine_mse(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor) -> torch.
     return F.mse_loss(F.cosine_similarity(u.float(), v.float(), dim=-1), target.float())
 
 
+def cosent(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """CoSENT (Su, 2022; sentence-transformers' CoSENTLoss): for every two pairs i, j of the batch with
+    target_i > target_j, a penalty that grows as cos_j passes cos_i: log(1 + sum exp(scale (cos_j - cos_i))).
+    Only the order of the targets is read, as Spearman reads only ranks.
+
+    u, v: (batch, dim) embeddings; target: (batch,) similarities, on any scale.
+    """
+    cos = F.cosine_similarity(u.float(), v.float(), dim=-1) * scale  # (batch,)
+    t = target.float()
+    ordered = t[:, None] > t[None, :]  # (batch, batch): pair i should score above pair j
+    diff = (cos[None, :] - cos[:, None])[ordered]  # cos_j - cos_i over those (i, j)
+    return torch.logsumexp(torch.cat([diff.new_zeros(1), diff]), dim=0)
+
+
 def soft_bce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of sigmoid(logits) against soft targets in [0, 1].
 

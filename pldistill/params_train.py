@@ -75,6 +75,9 @@ class TrainParams(StepParams):
     # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
     trainer: Literal["ours", "sentence-transformers"] = "ours"
+    # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
+    # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there
+    loss: Literal["cosine", "cosent"] = "cosine"
 
     _known_model = field_validator("model")(_model_spec)
 
@@ -115,6 +118,13 @@ class TeacherMember(TrainParams):
 
     _known_kind = field_validator("kind")(lambda v: _one_of(v, TEACHER_KINDS))
     _known_calibration = field_validator("calibrate")(lambda v: _one_of(v, CALIBRATIONS))
+
+    @model_validator(mode="after")
+    def _a_bi_encoder_s_loss(self) -> TeacherMember:
+        if self.kind == "cross" and self.loss != "cosine":
+            raise ValueError(f"loss {self.loss} is a bi-encoder's pair loss; a cross-encoder ({self.model}) learns "
+                             "soft binary cross-entropy: set its loss to cosine (the default) or its kind to bi")
+        return self
 
     @property
     def calibration(self) -> str:

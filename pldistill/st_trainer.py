@@ -102,7 +102,7 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, s1: list[str], s2:
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
-    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss, CosineSimilarityLoss
     from transformers.trainer_callback import ProgressCallback
 
     t0 = time.perf_counter()
@@ -135,7 +135,8 @@ def train(model: BiEncoder | CrossModel, params: TrainParams, s1: list[str], s2:
         if isinstance(model, BiEncoder):
             trainer = SentenceTransformerTrainer(
                 model=model.model, args=SentenceTransformerTrainingArguments(**args), train_dataset=ds,
-                loss=CosineSimilarityLoss(model.model), evaluator=evaluator, callbacks=callbacks)
+                loss=(CoSENTLoss if params.loss == "cosent" else CosineSimilarityLoss)(model.model),
+                evaluator=evaluator, callbacks=callbacks)
         else:
             trainer = CrossEncoderTrainer(
                 model=model.model, args=CrossEncoderTrainingArguments(**args), train_dataset=ds,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import distributed, st_trainer
+from pldistill import distributed, losses, st_trainer
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
     BatchLoss,
@@ -33,6 +33,7 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
 )
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length
+from pldistill.trainable import columns
 from pldistill.seeding import seed_all
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -102,16 +103,25 @@ def _train(
 
 
 LOADERS = {"bi": BiEncoder.load, "cross": CrossModel.load}  # a model's kind -> how it loads
-LOSSES = {"bi": lambda m: m.cosine_mse_loss, "cross": lambda m: m.soft_bce_loss}  # -> the loss it learns by
+
+
+def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchLoss]:
+    """The loss a model of ``kind`` learns pairs by: a cross-encoder soft BCE; a bi-encoder ``loss`` (cosine:
+    MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
+    if kind == "cross":
+        return lambda m: m.soft_bce_loss
+    if loss == "cosent":
+        return lambda m: lambda texts, target: losses.cosent(*m.embed_columns(columns(texts, 2, "CoSENT")), target)
+    return lambda m: m.cosine_mse_loss
 
 
 def train_model(
     params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
     dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi",
 ) -> tuple[BiEncoder | CrossModel, FitResult]:
-    """Load ``params.model`` as a bi-encoder (``kind`` bi: cosine MSE) or a cross-encoder (cross: soft BCE on
+    """Load ``params.model`` as a bi-encoder (``kind`` bi: ``params.loss``) or a cross-encoder (cross: soft BCE on
     scores in [0, 1]) and train it on ``params.trainer``'s engine, selected on dev Spearman; with ``params.seeds``
     > 1, seed-optimised (``fit_seeds``). A model one already holds trains through ``fit_at``."""
     load = LOADERS[kind]
     return _train(lambda: load(params.model, params.max_length, params.trust_remote_code, params.layers),
-                  LOSSES[kind], params, eval_params, s1, s2, target, dev, seed, desc)
+                  pair_loss(kind, params.loss), params, eval_params, s1, s2, target, dev, seed, desc)

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from pldistill import losses
-from pldistill.losses import cosine_mse, soft_bce
+from pldistill.losses import cosent, cosine_mse, soft_bce
 
 
 def test_cosine_mse_is_zero_at_target_and_positive_elsewhere():
@@ -49,3 +49,19 @@ def test_embedding_distill_mixes_mae_and_infonce_of_the_normalised_student():
     want = 0.9 * losses.embedding_mae(s, teacher) + 0.1 * losses.info_nce(s, teacher, 0.3)
     assert torch.isclose(losses.embedding_distill(student, teacher, 0.1, 0.3), want)
     assert losses.embedding_distill(teacher * 5, teacher, 0.0, 0.3).item() < 1e-6  # the norm does not count
+
+
+def test_cosent_is_log_one_plus_the_sum_over_misordered_pairs():
+    # three pairs at cos 0.9, 0.5, 0.1 (u_i against v = e0): targets put pair 1 above 0 above 2
+    u = torch.tensor([[0.9, 0.19 ** 0.5], [0.5, 0.75 ** 0.5], [0.1, 0.99 ** 0.5]])
+    v = torch.tensor([[1.0, 0.0]] * 3)
+    cos = torch.tensor([0.9, 0.5, 0.1])
+    target = torch.tensor([0.6, 0.8, 0.2])
+    # ordered (i above j): (1, 0), (1, 2), (0, 2); each adds exp(20 (cos_j - cos_i))
+    want = torch.log(1 + sum(torch.exp(20 * (cos[j] - cos[i])) for i, j in [(1, 0), (1, 2), (0, 2)]))
+    assert torch.isclose(cosent(u, v, target), want, rtol=1e-4)
+    # only the targets' order counts; ties add nothing
+    assert torch.isclose(cosent(u, v, target ** 3 * 5), want, rtol=1e-4)
+    assert cosent(u, v, torch.ones(3)).item() == 0.0
+    # rightly ordered by a wide margin: near zero
+    assert cosent(u, v, torch.tensor([0.9, 0.5, 0.1])).item() < 1e-3

@@ -26,9 +26,9 @@ def _train(model_dir, kind="bi", **student):
     return model, res, dev_spearman(model, dev, p.evaluate)
 
 
-@pytest.mark.parametrize("kind", ["bi", "cross"])
-def test_trains_on_our_schedule_and_keeps_the_best_dev_checkpoint(tiny_model_dir, kind):
-    _, res, score = _train(tiny_model_dir, kind)
+@pytest.mark.parametrize("kind, loss", [("bi", "cosine"), ("cross", "cosine"), ("bi", "cosent")])
+def test_trains_on_our_schedule_and_keeps_the_best_dev_checkpoint(tiny_model_dir, kind, loss):
+    _, res, score = _train(tiny_model_dir, kind, loss=loss)
     assert res.steps == 10 and [r["step"] for r in res.curve] == [0, 2, 5, 8, 10]  # our loop's evaluations
     assert res.best_dev == max(r["dev"] for r in res.curve)
     assert abs(score() - res.best_dev) < 1e-6  # the model was left at the selected checkpoint

@@ -238,3 +238,31 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
     assert 0 < max(moved) < 1e-4  # another kernel: not bit for bit, but the same training
     with pytest.raises(ConfigError, match="optimizer"):
         parse_params({"student": {"optimizer": "sgd"}})
+
+
+def test_student_loss_cosent_is_what_a_bi_encoder_learns_pairs_by(tiny_model_dir):
+    from pldistill import losses
+    from pldistill.training import pair_loss
+
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    pairs = make_pairs(8)
+    texts, y = (list(pairs["sentence1"]), list(pairs["sentence2"])), torch.tensor(pairs["score"].to_numpy())
+    with torch.no_grad():
+        u, v = bi.embed_columns(texts)
+        got = {name: pair_loss("bi", name)(bi)(texts, y) for name in ("cosine", "cosent")}
+    assert torch.isclose(got["cosent"], losses.cosent(u, v, y))
+    assert torch.isclose(got["cosine"], losses.cosine_mse(u, v, y))
+    with pytest.raises(ValueError, match="CoSENT learns from 2 text columns a row, got 1"):
+        pair_loss("bi", "cosent")(bi)((texts[0],), y)
+
+
+def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
+    from pldistill.config import ConfigError
+
+    assert parse_params({"student": {"loss": "cosent"}}).student.loss == "cosent"  # augsbert: student and baseline
+    with pytest.raises(ConfigError, match="student.loss cosent: recipe dse's student learns its own section's loss"):
+        parse_params({"recipe": "dse", "student": {"loss": "cosent"}})
+    with pytest.raises(ConfigError, match="a cross-encoder .* learns soft binary cross-entropy"):
+        parse_params({"teacher": {"kind": "cross", "finetune": True, "loss": "cosent", "candidates": []}})
+    with pytest.raises(ConfigError, match="loss"):
+        parse_params({"student": {"loss": "cosine-mse"}})

@@ -20,6 +20,7 @@ class RecipeSpec:
     not_distributed: str | None = None  # None: runs on several processes (`processes`); else why it does not yet
     static_student: bool = False  # trains a student.kind static
     adapts: bool = False  # adapt.dataset (domain adaptation) applies
+    student_loss: bool = False  # its student learns by student.loss (else by its own section's loss)
     teacher_members: bool = True  # teacher.members and teacher.layers apply (False: teacher.model is a start only)
     # its own checks across sections, given the whole config (pldistill.config.Params, which imports this module,
     # so it is not named here): a ValueError naming the keys
