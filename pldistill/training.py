@@ -33,8 +33,8 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
 )
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length
-from pldistill.trainable import columns
 from pldistill.seeding import seed_all
+from pldistill.trainable import columns
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
