@@ -30,6 +30,10 @@ def fit_facts(summary: dict, sp) -> dict:
     if so := summary.get("seed_optimisation"):
         facts["seed optimisation"] = (f"{so['seeds']} seeds from {so['trials'][0]['seed']}, each stopped at "
                                       f"{so['stop']:.0%} of training; seed {so['chosen']} (best dev there) finished")
+    if soup := summary.get("soup"):
+        devs = ", ".join(f"seed {t['seed']} {t['best_dev']}" for t in soup["trials"])
+        facts["model soup"] = (f"{soup['seeds']} seeds trained to the end ({devs} dev), their weights averaged "
+                               f"({soup['soup_dev']} dev): kept {soup['kept']}")
     return facts
 
 

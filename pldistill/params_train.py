@@ -71,6 +71,7 @@ class TrainParams(StepParams):
     trust_remote_code: bool = False
     seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
+    soup: bool = False  # seeds > 1: train every seed to the end and average their weights (pldistill/soup.py)
     layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
     # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
@@ -89,6 +90,13 @@ class TrainParams(StepParams):
             raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
                              f"pip install 'pldistill[trainers]' (or set trainer: ours)")
         return v
+
+    @model_validator(mode="after")
+    def _a_soup_of_seeds(self) -> TrainParams:
+        if self.soup and self.seeds < 2:
+            raise ValueError(f"soup averages the runs of several seeds; found seeds {self.seeds}: set seeds to 2 or "
+                             f"more (3: three runs, three times the training time), or soup to false")
+        return self
 
     @field_validator("layers")
     @classmethod

@@ -34,6 +34,7 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length
 from pldistill.seeding import seed_all
+from pldistill.soup import fit_soup
 from pldistill.trainable import columns
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -99,6 +100,8 @@ def _train(
         return model, Fit(model.module, loss(model), (s1, s2), target, dev_spearman(model, dev, eval_params), params,
                           gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch)
 
+    if params.soup:
+        return fit_soup(start, seeds_of(params, seed))
     return fit_seeds(start, seeds_of(params, seed), params.seed_stop)
 
 

@@ -1,0 +1,68 @@
+"""Model soups (pldistill.soup): the average of several seeds' runs, kept only where it beats the best on dev."""
+
+import types
+
+import pytest
+import torch
+
+from pldistill.models import BiEncoder
+from pldistill.soup import average, fit_soup
+from pldistill.trainable import FitResult
+from pldistill.training import train_model
+from pldistill.validate import parse_params
+from tests.conftest import make_pairs
+
+
+def test_average_is_the_mean_of_float_weights_and_keeps_integer_buffers():
+    a = {"w": torch.tensor([1.0, 2.0]), "ids": torch.tensor([0, 1])}
+    b = {"w": torch.tensor([3.0, 6.0]), "ids": torch.tensor([0, 1])}
+    out = average([a, b])
+    assert torch.equal(out["w"], torch.tensor([2.0, 4.0])) and torch.equal(out["ids"], a["ids"])
+    assert out["ids"].dtype == torch.int64
+
+
+def _fake_start(weights: dict[int, float], devs: dict[int, float], soup_dev: float):
+    """Runs whose module is one weight; the dev scorer reads the soup's score off the averaged weight."""
+    def start(seed):
+        module = torch.nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            module.weight.fill_(weights[seed])
+        res = FitResult(best_dev=devs[seed], best_step=1, steps=2, seconds=0.0)
+        return module, types.SimpleNamespace(module=module, finish=lambda: res, dev_score=lambda: soup_dev)
+    return start
+
+
+@pytest.mark.parametrize("soup_dev, kept, weight", [(90.0, "soup", 2.0), (80.0, "seed 2", 3.0)])
+def test_the_soup_is_kept_only_where_it_beats_the_best_seed_on_dev(soup_dev, kept, weight):
+    start = _fake_start({1: 1.0, 2: 3.0}, {1: 70.0, 2: 85.0}, soup_dev)
+    module, res = fit_soup(start, [1, 2])
+    assert res.soup["kept"] == kept and res.soup["soup_dev"] == soup_dev
+    assert [t["best_dev"] for t in res.soup["trials"]] == [70.0, 85.0]
+    assert res.best_dev == max(soup_dev, 85.0)
+    assert module.weight.item() == weight  # the last run's module holds what was kept
+    with pytest.raises(ValueError, match="two seeds or more"):
+        fit_soup(start, [1])
+
+
+def test_train_model_soup_averages_the_seeds_it_would_train_alone(tiny_model_dir):
+    def params(**student):
+        return parse_params({"student": {"model": str(tiny_model_dir), "layers": None, "max_length": 32, "lr": 2e-3,
+                                         "batch_size": 8, "epochs": 1, "evals_per_epoch": 1, **student},
+                             "evaluate": {"bf16": False}})
+    train, dev = make_pairs(32), make_pairs(24, offset=100)
+
+    def run(seed, **student):
+        p = params(**student)
+        return train_model(p.student, p.evaluate, list(train["sentence1"]), list(train["sentence2"]),
+                           list(train["score"]), dev, seed, "test")
+
+    (a, ra), (b, rb) = run(7), run(8)
+    soup, res = run(7, seeds=2, soup=True)
+    assert [t["best_dev"] for t in res.soup["trials"]] == [ra.best_dev, rb.best_dev]
+    want = (average([a.module.state_dict(), b.module.state_dict()]) if res.soup["kept"] == "soup" else
+            (a if ra.best_dev >= rb.best_dev else b).module.state_dict())
+    for k, v in soup.module.state_dict().items():
+        assert torch.equal(v, want[k]), k
+    assert isinstance(soup, BiEncoder) and "soup" in res.summary()
+    with pytest.raises(Exception, match="soup averages the runs of several seeds; found seeds 1"):
+        params(soup=True)
