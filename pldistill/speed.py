@@ -18,29 +18,40 @@ class Scorer(Protocol):
               progress: bool = False) -> object: ...
 
 
-def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: int, bf16: bool | str) -> float:
-    t0 = time.perf_counter()
-    model.score(s1, s2, batch_size, bf16)
-    return time.perf_counter() - t0
+def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: int, bf16: bool | str,
+             at_least: float = 0.0) -> tuple[float, int]:
+    """Seconds a pass over the pairs takes, and the passes timed: passes repeat until ``at_least`` seconds have
+    gone (one pass at least), so a model that takes milliseconds a pass is not timed by the clock's noise."""
+    passes, t0 = 0, time.perf_counter()
+    while True:
+        model.score(s1, s2, batch_size, bf16)
+        passes += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= at_least:
+            return elapsed / passes, passes
 
 
 def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: Sequence[str], batch_size: int,
-           bf16: bool | str, rounds: int) -> dict[str, dict]:
-    """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, and the
-    pairs per second of the model and of the reference (medians)."""
+           bf16: bool | str, rounds: int, min_seconds: float = 0.0) -> dict[str, dict]:
+    """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, the passes
+    over the pairs each round timed (as many as ``min_seconds`` takes, one at least), and the pairs per second of
+    the model and of the reference (medians)."""
     everyone = {"reference": reference, **models}
     for m in everyone.values():  # warm-up: allocator, kernels, a backend's first-call choice
         _seconds(m, s1[:batch_size], s2[:batch_size], batch_size, bf16)
     seconds: dict[str, list[float]] = {name: [] for name in everyone}
+    passes: dict[str, int] = {}
     for _ in range(rounds):
         for name, m in everyone.items():
-            seconds[name].append(_seconds(m, s1, s2, batch_size, bf16))
+            took, n = _seconds(m, s1, s2, batch_size, bf16, min_seconds)
+            seconds[name].append(took)
+            passes[name] = max(passes.get(name, 0), n)
     ref = seconds.pop("reference")
     out = {}
     for name, mine in seconds.items():
         per_round = [r / s for r, s in zip(ref, mine)]
         out[name] = {"speed": round(statistics.median(per_round), 2),
-                     "per_round": [round(x, 2) for x in per_round],
+                     "per_round": [round(x, 2) for x in per_round], "passes": passes[name],
                      "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
                      "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1)}
     return out

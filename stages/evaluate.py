@@ -77,7 +77,7 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
     whole = BiEncoder.load(reference, sp.max_length, sp.trust_remote_code)
     whole.use_backend(ep.backend)
     timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
-                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds)
+                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds, ep.speed_min_seconds)
     primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"
     teacher_block = next(k for k in result if k not in ("bi", "baseline"))  # cross | teacher | ensemble
     rows = {}
@@ -93,7 +93,8 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
         with atomic_dir(plots) as tmp:
             for name, row in rows.items():
                 write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", "test"], [row])  # test: the primary metric
-    return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "batch_size": ep.batch_size,
+    return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "min_seconds": ep.speed_min_seconds,
+                      "batch_size": ep.batch_size,
                       "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(), "reference": f"{reference} whole",
                       "cpu": cpu_flags(), **{PLOT_NAMES[n]: t for n, t in timed.items()}}}
 

@@ -1,0 +1,38 @@
+"""Speed ratios (pldistill.speed): models timed in turns against a reference; a fast model's pass repeated until
+the clock can measure it."""
+
+import pytest
+
+from pldistill import speed
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Costs:
+    """A scorer whose every pass over the pairs moves the fake clock by ``cost`` seconds."""
+
+    def __init__(self, clock: Clock, cost: float):
+        self.clock, self.cost, self.calls = clock, cost, 0
+
+    def score(self, s1, s2, batch_size, bf16, progress=False):
+        self.clock.t += self.cost
+        self.calls += 1
+
+
+@pytest.mark.parametrize("min_seconds, passes", [(0.0, 1), (0.5, 32)])
+def test_a_fast_model_is_timed_over_enough_passes_and_its_ratio_is_the_cost_ratio(monkeypatch, min_seconds, passes):
+    clock = Clock()
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    ref, fast, slow = Costs(clock, 0.25), Costs(clock, 1 / 64), Costs(clock, 0.5)  # exact in binary
+    out = speed.ratios(ref, {"fast": fast, "slow": slow}, ["a"] * 8, ["b"] * 8, 4, False, rounds=3,
+                       min_seconds=min_seconds)
+    assert out["fast"]["speed"] == pytest.approx(16.0) and out["slow"]["speed"] == pytest.approx(0.5)
+    assert out["fast"]["passes"] == passes and out["slow"]["passes"] == 1
+    assert out["fast"]["per_round"] == [pytest.approx(16.0)] * 3
+    assert fast.calls == 1 + 3 * passes  # one warm-up pass, then each round's
+    assert out["fast"]["pairs_per_s"] == pytest.approx(8 * 64)
