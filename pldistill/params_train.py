@@ -193,6 +193,7 @@ class StaticParams(_Section):
     dims: int | None = Field(None, ge=2)  # PCA dimensions of the token vectors; null: the model's width
     weights: str = "counts"  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
     sif: float = Field(1e-3, gt=0)  # the SIF weight a / (a + p(token))
+    words: int = Field(0, ge=0)  # frequent whole words of those sentences added to the vocabulary (0: none)
     lr: float = Field(1e-3, gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
     embed_lr: float = Field(5e-3, gt=0)  # stage embed's, in place of embed.lr
 

@@ -5,6 +5,8 @@ Its start is distilled from a transformer bi-encoder as Model2Vec does (Tulkens 
 1. every token of the model's vocabulary through the whole model alone (``[CLS] token [SEP]``, the model's own
    pooling): one vector per token, (vocab, width);
 2. PCA onto ``static.dims`` directions (centred on the vocabulary's mean, as scikit-learn's PCA does);
+   With ``static.words``, the sentences' most frequent words the vocabulary splits join it, each through the model
+   as a sentence (Model2Vec's vocabulary; tokenlearn's whole words);
 3. SIF weights ``a / (a + p(token))`` (Arora et al., 2017) scale each row: ``p`` is the token's frequency counted
    on the sentences the student will learn (``static.weights: counts``; add-one smoothed) or, with no task data,
    Model2Vec's proxy from the token's rank in the vocabulary (``zipf``), or no weights (``none``).
@@ -15,12 +17,13 @@ torch and numpy (docs/static-student.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 from tqdm.auto import tqdm
 
 from pldistill.device import device
@@ -84,6 +87,34 @@ def pca(vectors: np.ndarray, dims: int | None) -> np.ndarray:
     return (centred @ principal_directions(vectors, dims).T).astype(np.float32)
 
 
+def frequent_words(tok: Tokenizer, sentences: Sequence[str], n: int, min_count: int = 2) -> list[str]:
+    """The ``n`` words of ``sentences`` most often seen (at least ``min_count`` times) that ``tok`` splits into
+    several tokens, as its normaliser and pre-tokeniser see them (lower case for an uncased model); ties by the
+    word, so the same sentences give the same list."""
+    counts: Counter[str] = Counter()
+    vocab = tok.get_vocab()
+    for s in sentences:
+        text = tok.normalizer.normalize_str(s) if tok.normalizer is not None else s
+        words = tok.pre_tokenizer.pre_tokenize_str(text) if tok.pre_tokenizer is not None else [(text, None)]
+        counts.update(w for w, _ in words if len(w) > 1 and w.isalpha())
+    kept = [(-c, w) for w, c in counts.items() if c >= min_count and w not in vocab]
+    return [w for _, w in sorted(kept)[:n]]
+
+
+def add_words(model: SentenceTransformer, tok: Tokenizer, words: Sequence[str], table: np.ndarray,
+              batch_size: int = VOCAB_BATCH) -> np.ndarray:
+    """``table`` with one row more per word: the word through ``model`` as a sentence (its own pooling), as
+    Model2Vec's vocabulary does; ``tok`` learns each as one token (whole words only), numbered after the vocabulary."""
+    if not words:
+        return table
+    rows = model.encode(list(words), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=True) for w in words])
+    if tok.get_vocab_size() != len(table) + len(words):
+        raise ModelError(f"static.words: {len(words)} words added to a vocabulary of {len(table)}, but the tokenizer "
+                         f"now has {tok.get_vocab_size()} tokens; some words were tokens already")
+    return np.concatenate([table, rows.astype(np.float32)])
+
+
 def token_counts(tok: Tokenizer, sentences: Sequence[str]) -> np.ndarray:
     """(vocab,) int64: how often each token occurs in ``sentences``, tokenised as the static model tokenises."""
     counts = np.zeros(tok.get_vocab_size(), np.int64)
@@ -111,16 +142,20 @@ def sif_weights(how: str, sif: float, counts: np.ndarray | None, vocab: int) -> 
 
 
 def distil(model: SentenceTransformer, spec: str, dims: int | None, weights: str, sif: float,
-           sentences: Sequence[str] = (), progress: bool = True) -> tuple[SentenceTransformer, dict]:
-    """A static SentenceTransformer distilled from ``model`` (named ``spec``) and what was done, for the report."""
+           sentences: Sequence[str] = (), progress: bool = True, words: int = 0) -> tuple[SentenceTransformer, dict]:
+    """A static SentenceTransformer distilled from ``model`` (named ``spec``) and what was done, for the report;
+    ``words``: that many of the sentences' frequent whole words join the vocabulary (``frequent_words``)."""
     tok = fast_tokenizer(model, spec)
     vectors = token_vectors(model, tok, progress=progress)
+    added = frequent_words(tok, sentences, words) if words else []
+    vectors = add_words(model, tok, added, vectors)
     table = pca(vectors, dims)
     counts = token_counts(tok, sentences) if weights == "counts" else None
     table *= sif_weights(weights, sif, counts, len(table))[:, None]
     module = StaticEmbedding(tok, embedding_weights=torch.from_numpy(table), base_model=spec)
     static = SentenceTransformer(modules=[module], device=device())
-    facts = {"from": spec, "vocab": len(table), "dims": int(table.shape[1]), "weights": weights, "sif": sif}
+    facts = {"from": spec, "vocab": len(table), "dims": int(table.shape[1]), "weights": weights, "sif": sif,
+             **({"words_added": len(added)} if words else {})}
     if counts is not None:
         facts |= {"counted_sentences": len(sentences), "counted_tokens": int(counts.sum()),
                   "vocab_seen": int((counts > 0).sum())}

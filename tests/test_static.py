@@ -51,6 +51,26 @@ def test_token_counts_count_the_tokens_the_static_model_reads(tiny_model_dir):
     assert counts[the] == 2 and counts.sum() == 4 and counts[tok.token_to_id("[CLS]")] == 0
 
 
+def test_frequent_words_the_vocabulary_splits_join_it_as_whole_tokens(tiny_model_dir, tmp_path):
+    model = BiEncoder.load(str(tiny_model_dir)).model
+    tok = static.fast_tokenizer(model, "tiny")
+    sentences = ["Crocodiles swim.", "The crocodiles swam", "Two crocodiles and a gharial", "gharials, gharial!"]
+    # counted as the tokenizer normalises (lower case); a word seen once, or already a token, stays out
+    assert static.frequent_words(tok, sentences, 10) == ["crocodiles", "gharial"]
+    assert static.frequent_words(tok, sentences, 1) == ["crocodiles"]  # the most frequent first
+    vocab = tok.get_vocab_size()
+    table = static.add_words(model, tok, ["crocodiles", "gharial"], np.zeros((vocab, 32), np.float32))
+    assert table.shape == (vocab + 2, 32)
+    np.testing.assert_allclose(table[vocab], model.encode("crocodiles"), rtol=1e-5, atol=1e-6)
+    ids = tok.encode("CROCODILES near a gharialish gharial", add_special_tokens=False).ids
+    assert ids[0] == vocab and ids[-1] == vocab + 1 and vocab + 1 not in ids[:-1]  # whole words only
+    static_model, facts = static.distil(model, "tiny", None, "counts", 1e-3, sentences * 2, progress=False, words=5)
+    assert facts["words_added"] == 3 and facts["vocab"] == vocab + 3  # "gharials" too, seen twice now
+    static_model.save(str(tmp_path / "m"))
+    again = SentenceTransformer(str(tmp_path / "m"), device="cpu")  # the words travel in its tokenizer.json
+    np.testing.assert_allclose(again.encode(["two gharials"]), static_model.encode(["two gharials"]), rtol=1e-6)
+
+
 def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(chains, tmp_path):
     chain = chains("augsbert")
     raw = chain.params.model_dump(mode="json")
