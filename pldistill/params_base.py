@@ -340,6 +340,7 @@ class EvaluateParams(InferenceParams):
     speed_pairs: int = Field(512, ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
     speed_rounds: int = Field(5, ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
     speed_min_seconds: float = Field(0.5, ge=0)  # in each turn a model scores the pairs again until this long has gone
+    static_batch_size: int = Field(1024, ge=1)  # a static model's batch when timed (Model2Vec's encode default)
     extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")

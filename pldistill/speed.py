@@ -32,18 +32,21 @@ def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: in
 
 
 def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: Sequence[str], batch_size: int,
-           bf16: bool | str, rounds: int, min_seconds: float = 0.0) -> dict[str, dict]:
+           bf16: bool | str, rounds: int, min_seconds: float = 0.0,
+           batch_sizes: dict[str, int] | None = None) -> dict[str, dict]:
     """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, the passes
-    over the pairs each round timed (as many as ``min_seconds`` takes, one at least), and the pairs per second of
-    the model and of the reference (medians)."""
+    over the pairs each round timed (as many as ``min_seconds`` takes, one at least), the batch size, and the pairs
+    per second of the model and of the reference (medians). Each model scores in batches of ``batch_size``, or of
+    its own in ``batch_sizes`` (by name: a static model's, as its users encode)."""
     everyone = {"reference": reference, **models}
-    for m in everyone.values():  # warm-up: allocator, kernels, a backend's first-call choice
-        _seconds(m, s1[:batch_size], s2[:batch_size], batch_size, bf16)
+    size = {name: (batch_sizes or {}).get(name, batch_size) for name in everyone}
+    for name, m in everyone.items():  # warm-up: allocator, kernels, a backend's first-call choice
+        _seconds(m, s1[: size[name]], s2[: size[name]], size[name], bf16)
     seconds: dict[str, list[float]] = {name: [] for name in everyone}
     passes: dict[str, int] = {}
     for _ in range(rounds):
         for name, m in everyone.items():
-            took, n = _seconds(m, s1, s2, batch_size, bf16, min_seconds)
+            took, n = _seconds(m, s1, s2, size[name], bf16, min_seconds)
             seconds[name].append(took)
             passes[name] = max(passes.get(name, 0), n)
     ref = seconds.pop("reference")
@@ -52,6 +55,7 @@ def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: 
         per_round = [r / s for r, s in zip(ref, mine)]
         out[name] = {"speed": round(statistics.median(per_round), 2),
                      "per_round": [round(x, 2) for x in per_round], "passes": passes[name],
+                     "batch_size": size[name], "reference_batch_size": size["reference"],
                      "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
                      "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1)}
     return out

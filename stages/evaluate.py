@@ -76,8 +76,10 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
     reference = params.static.model if sp.kind == "static" else sp.model  # the whole transformer it starts from
     whole = BiEncoder.load(reference, sp.max_length, sp.trust_remote_code)
     whole.use_backend(ep.backend)
+    static_sizes = {name: ep.static_batch_size for name in TIMED if name != "cross" and sp.kind == "static"}
     timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
-                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds, ep.speed_min_seconds)
+                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds, ep.speed_min_seconds,
+                         static_sizes)
     primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"
     teacher_block = next(k for k in result if k not in ("bi", "baseline"))  # cross | teacher | ensemble
     rows = {}
@@ -87,7 +89,9 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
             block = block[key]
         block["speed"] = timed[name]["speed"]
         rows[name] = [timed[name]["speed"], block["test"][primary]]
-    print(f"speed, as a ratio to {reference} whole ({len(pairs)} test pairs, {ep.speed_rounds} rounds in turns): "
+    at = f"; the static models in batches of {ep.static_batch_size}" if static_sizes else ""
+    print(f"speed, as a ratio to {reference} whole ({len(pairs)} test pairs in batches of {ep.batch_size}{at}, "
+          f"{ep.speed_rounds} rounds in turns): "
           + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}" for n, t in timed.items()), flush=True)
     if plots is not None:
         with atomic_dir(plots) as tmp:

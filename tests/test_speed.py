@@ -36,3 +36,18 @@ def test_a_fast_model_is_timed_over_enough_passes_and_its_ratio_is_the_cost_rati
     assert out["fast"]["per_round"] == [pytest.approx(16.0)] * 3
     assert fast.calls == 1 + 3 * passes  # one warm-up pass, then each round's
     assert out["fast"]["pairs_per_s"] == pytest.approx(8 * 64)
+
+
+def test_a_model_may_be_timed_at_its_own_batch_size(monkeypatch):
+    clock, sizes = Clock(), []
+
+    class Batched(Costs):
+        def score(self, s1, s2, batch_size, bf16, progress=False):
+            sizes.append((self.cost, batch_size))
+            super().score(s1, s2, batch_size, bf16)
+
+    ref, fast = Batched(clock, 0.25), Batched(clock, 1 / 64)
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    out = speed.ratios(ref, {"fast": fast}, ["a"] * 8, ["b"] * 8, 4, False, rounds=1, batch_sizes={"fast": 1024})
+    assert {b for c, b in sizes if c == 0.25} == {4} and {b for c, b in sizes if c == 1 / 64} == {1024}
+    assert (out["fast"]["batch_size"], out["fast"]["reference_batch_size"]) == (1024, 4)

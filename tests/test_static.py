@@ -103,6 +103,9 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     assert emb["projection"] == "pca" and emb["teacher_width"] == 32  # the tiny transformer's embeddings, to 16
     result = json.loads((root / "metrics/eval.json").read_text())
     assert result["bi"]["speed"] > 0 and result["baseline"]["start"]["speed"] > 0
+    timing = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
+    assert timing["student"]["batch_size"] == params.evaluate.static_batch_size  # as a static model's users encode
+    assert timing["teacher"]["batch_size"] == timing["student"]["reference_batch_size"] == params.evaluate.batch_size
 
 
 def test_static_is_refused_where_the_recipe_needs_a_transformer_and_without_stage_cut():
