@@ -4,7 +4,8 @@ Stage evaluate times every model at one batch size (``evaluate.batch_size``, 64 
 is about as fast at 64 as at any size, but a static model spends most of a batch of 64 on per-batch overhead
 (tokeniser call, Python, module calls), so users of static models encode in larger batches (Model2Vec's default is
 1,024). This times both models at each size, in turns (pldistill.speed: each turn repeated until
-``--min-seconds`` have gone, the ratio the median over rounds), and the ratio of each model at its own best size.
+``--min-seconds`` have gone, the ratio the median over rounds; the tokenizers library parallel, its default), and
+the ratio of each model at its own best size (those measured in different turns).
 
     python benchmarks/static_speed.py --model models/bi --pairs data/clean/test.parquet
 """

@@ -8,7 +8,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
     python benchmarks/stsb_exps.py run --rows default --seeds 42    # one at a time (dvc exp run --temp)
     python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
     python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
-    python benchmarks/stsb_exps.py run --rows static-default --seeds 42  # one, the default teacher choice
+    python benchmarks/stsb_exps.py run --rows static-default,static-soup --seeds 42,43,44  # the default teacher choice
     python benchmarks/stsb_exps.py table                            # Markdown, mean over seeds
 """
 
@@ -43,6 +43,9 @@ ROWS: dict[str, dict[str, object]] = {
     # the default recipe's teacher choice (MiniLM and MPNet as given, MPNet fine-tuned on gold, scored on dev) labelling
     # for a static student: the data settings and student.kind alone
     "static-default": {"student.kind": "static"},
+    # and a soup of three student seeds (student.soup): each trains to its end, their average kept where it beats
+    # the best seed on dev (else that seed); the gold-only baseline the same
+    "static-soup": {"student.kind": "static", "student.seeds": 3, "student.soup": "true"},
     # the same, its embedding step on the task's sentences and the corpus's (--corpus): two passes, eight dev points
     "static-corpus": {**STATIC, "embed.corpus": CORPUS, "embed.epochs": 2, "embed.evals_per_epoch": 4},
     # the plain Model2Vec-style start: SIF weights from the vocabulary's order, no task sentence counted (its start

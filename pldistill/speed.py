@@ -7,9 +7,11 @@ cross-encoder reads the pair), so one figure serves students, baselines and teac
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 
@@ -31,6 +33,23 @@ def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: in
             return elapsed / passes, passes
 
 
+@contextlib.contextmanager
+def users_tokenizer_threads() -> Iterator[None]:
+    """The tokenizers library's own default while timing: it tokenises a batch over every core. Our stages turn
+    that off (TOKENIZERS_PARALLELISM=false, pldistill.runtime) only to keep forked workers quiet; a user's process
+    has it on, and for a static model tokenising is most of the time (STS-B, 1,024 sentences a batch, 2 cores:
+    25.7k pairs a second with it, 16.0k without; the whole MiniLM 321 and 323)."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
+
 def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: Sequence[str], batch_size: int,
            bf16: bool | str, rounds: int, min_seconds: float = 0.0,
            batch_sizes: dict[str, int] | None = None) -> dict[str, dict]:
@@ -40,15 +59,16 @@ def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: 
     its own in ``batch_sizes`` (by name: a static model's, as its users encode)."""
     everyone = {"reference": reference, **models}
     size = {name: (batch_sizes or {}).get(name, batch_size) for name in everyone}
-    for name, m in everyone.items():  # warm-up: allocator, kernels, a backend's first-call choice
-        _seconds(m, s1[: size[name]], s2[: size[name]], size[name], bf16)
     seconds: dict[str, list[float]] = {name: [] for name in everyone}
     passes: dict[str, int] = {}
-    for _ in range(rounds):
-        for name, m in everyone.items():
-            took, n = _seconds(m, s1, s2, size[name], bf16, min_seconds)
-            seconds[name].append(took)
-            passes[name] = max(passes.get(name, 0), n)
+    with users_tokenizer_threads():
+        for name, m in everyone.items():  # warm-up: allocator, kernels, a backend's first-call choice
+            _seconds(m, s1[: size[name]], s2[: size[name]], size[name], bf16)
+        for _ in range(rounds):
+            for name, m in everyone.items():
+                took, n = _seconds(m, s1, s2, size[name], bf16, min_seconds)
+                seconds[name].append(took)
+                passes[name] = max(passes.get(name, 0), n)
     ref = seconds.pop("reference")
     out = {}
     for name, mine in seconds.items():

@@ -99,7 +99,8 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
                 write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", "test"], [row])  # test: the primary metric
     return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "min_seconds": ep.speed_min_seconds,
                       "batch_size": ep.batch_size,
-                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(), "reference": f"{reference} whole",
+                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(),
+                      "tokenizers_parallelism": True, "reference": f"{reference} whole",
                       "cpu": cpu_flags(), **{PLOT_NAMES[n]: t for n, t in timed.items()}}}
 
 

@@ -51,3 +51,18 @@ def test_a_model_may_be_timed_at_its_own_batch_size(monkeypatch):
     out = speed.ratios(ref, {"fast": fast}, ["a"] * 8, ["b"] * 8, 4, False, rounds=1, batch_sizes={"fast": 1024})
     assert {b for c, b in sizes if c == 0.25} == {4} and {b for c, b in sizes if c == 1 / 64} == {1024}
     assert (out["fast"]["batch_size"], out["fast"]["reference_batch_size"]) == (1024, 4)
+
+
+def test_models_are_timed_with_the_tokenizers_default_parallelism_and_the_stage_setting_comes_back(monkeypatch):
+    seen = []
+
+    class Watch(Costs):
+        def score(self, s1, s2, batch_size, bf16, progress=False):
+            seen.append(speed.os.environ.get("TOKENIZERS_PARALLELISM"))
+            super().score(s1, s2, batch_size, bf16)
+
+    clock = Clock()
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as pldistill.runtime sets it for a stage
+    speed.ratios(Watch(clock, 0.25), {"m": Watch(clock, 0.5)}, ["a"], ["b"], 4, False, rounds=2)
+    assert set(seen) == {"true"} and speed.os.environ["TOKENIZERS_PARALLELISM"] == "false"
