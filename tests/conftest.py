@@ -69,7 +69,8 @@ def tiny(model_dir: Path) -> Params:
     # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
     teacher = {**train, "kind": "cross", "finetune": True, "candidates": []}  # (no MPNet candidate in the tests)
     return parse_params({"seed": 7, "teacher": teacher, "student": {**train, "layers": None}, "sample": {"top_k": 2},
-                         "label": {"batch_size": 16, "bf16": False}, "evaluate": {"bf16": False}})
+                         "label": {"batch_size": 16, "bf16": False},
+                         "evaluate": {"bf16": False, "speed_min_seconds": 0}})  # timing: one pass a turn
 
 
 @pytest.fixture

@@ -255,7 +255,8 @@ def test_extra_evaluation_sets_get_their_own_blocks(chains, tmp_path):
     table.to_csv(tmp_path / "dups.csv", index=False)
     extra = [{"name": "sick", "data": {"dataset": "sickr", "source": str(tmp_path / "SICK.zip")}},
              {"name": "dups", "data": {"dataset": str(tmp_path / "dups.csv"), "split": {"dev": 0.3, "test": 0.3}}}]
-    params = parse_params({**chain.params.model_dump(mode="json"), "evaluate": {"bf16": False, "extra": extra}})
+    params = parse_params({**chain.params.model_dump(mode="json"),
+                           "evaluate": {"bf16": False, "speed_min_seconds": 0, "extra": extra}})
     m, built = tmp_path / "metrics", chain.root
     result = evaluate(params, built / "data/clean", built / "models/bi", built / "models/cross",
                       built / "models/teacher", built / "models/gold", m / "eval.json", m / "pred.csv")
