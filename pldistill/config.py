@@ -87,6 +87,7 @@ from pldistill.recipes.specs import SPECS, named
 from pldistill.recipes.trans_params import MutualModel, TransParams  # noqa: F401  (re-exported)
 
 MPNET = "bundled:all-mpnet-base-v2"  # the stronger bundled model: a teacher candidate by default (make mpnet)
+MINILM = "bundled:all-MiniLM-L6-v2"  # the embedded default model: fine-tuned on gold, a teacher candidate too
 
 
 class Params(_Section):
@@ -98,9 +99,10 @@ class Params(_Section):
     adapt: AdaptParams = AdaptParams()
     augment: AugmentParams = AugmentParams()
     sample: SampleParams = SampleParams()
-    teacher: TeacherParams = TeacherParams.model_validate({"epochs": 4, "candidates": [  # MPNet as given, fine-tuned
-        {"model": MPNET, "kind": "bi", "finetune": False, "calibrate": "auto"},
-        {"model": MPNET, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1}]})
+    teacher: TeacherParams = TeacherParams.model_validate({"epochs": 4, "candidates": [  # MPNet as given, fine-tuned;
+        {"model": MPNET, "kind": "bi", "finetune": False, "calibrate": "auto"},  # MiniLM fine-tuned
+        {"model": MPNET, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1},
+        {"model": MINILM, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1}]})
     label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
     student: StudentParams = StudentParams(epochs=2, lr=1e-4)  # pruned: needs more than 2e-5
     embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
