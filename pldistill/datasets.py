@@ -21,7 +21,7 @@ import pandas as pd
 from pldistill.cleaning import in_train
 from pldistill.errors import DataError
 from pldistill.io import sha256_file
-from pldistill.params_base import DataParams
+from pldistill.params_data import DataParams
 from pldistill.public_sets import load_mrpc, load_qqp, load_sickr, load_stsb
 from pldistill.reading import read_table
 from pldistill.rows import (  # noqa: F401  (re-exported: their old home)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from pldistill import cleaning, schemas
 from pldistill.errors import DataError
-from pldistill.params_base import DataParams
+from pldistill.params_data import DataParams
 from pldistill.reading import read_table
 
 EMPTY = pd.DataFrame({"sentence1": pd.Series(dtype=str), "sentence2": pd.Series(dtype=str)})

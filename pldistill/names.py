@@ -23,5 +23,5 @@ BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 
 
 def registered() -> dict[str, tuple[str, ...]]:
-    """Each registry's names, keyed as the params validators ask for them (pldistill.params_base._registered)."""
+    """Each registry's names, keyed as the params validators ask for them (pldistill.params_data._registered)."""
     return {"recipe": RECIPES, "dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}

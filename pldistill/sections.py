@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pldistill.errors import ConfigError
 from pldistill.names import registered
-from pldistill.params_base import AdaptParams, DataParams
+from pldistill.params_data import AdaptParams, DataParams
 from pldistill.params_file import describe, read_params
 
 

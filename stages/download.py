@@ -9,7 +9,7 @@ import numpy as np
 
 from pldistill import datasets, given, schemas
 from pldistill.io import write_report
-from pldistill.params_base import DataParams
+from pldistill.params_data import DataParams
 from pldistill.runtime import run_stage
 from pldistill.sections import DataSections, load_data_sections
 from pldistill.seeding import seed_all

@@ -27,15 +27,18 @@ def test_every_stage_runs_config_and_its_packages():
     for name, files in stage_deps.needed(ROOT).items():
         # download loads only the sections it reads (pldistill/sections.py); check has validated the file whole
         config = "pldistill/sections.py" if name == "download" else "pldistill/config.py"
-        assert {config, "pldistill/params_base.py", "pldistill/__init__.py", "stages/__init__.py"} <= set(files), name
+        shared = "pldistill/params_data.py" if name == "download" else "pldistill/params_base.py"
+        assert {config, shared, "pldistill/__init__.py", "stages/__init__.py"} <= set(files), name
 
 
 def test_download_runs_after_check_and_not_the_training_sections():
-    """An edit to the training sections' types (params_train.py) or the whole config leaves download cached; stage
-    check, which validates params.yaml whole, runs before it (download depends on its report)."""
+    """An edit to the training sections' types (params_train.py), to the sampling, inference and evaluation sections'
+    (params_base.py) or to the whole config leaves download cached; stage check, which validates params.yaml whole,
+    runs before it (download depends on its report)."""
     deps = STAGES["download"]["deps"]
     assert "metrics/check.json" in deps and STAGES["check"]["outs"][0] == {"metrics/check.json": {"cache": False}}
-    assert not {"pldistill/params_train.py", "pldistill/config.py", "pldistill/validate.py"} & set(deps)
+    assert not {"pldistill/params_train.py", "pldistill/params_base.py", "pldistill/config.py",
+                "pldistill/validate.py"} & set(deps)
 
 
 @pytest.mark.parametrize("stage", ["check", "download", "augment", "sample", "cut"])
