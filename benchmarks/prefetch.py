@@ -22,7 +22,7 @@ import torch
 from label_throughput import cpu, stsb_pairs  # run as a script: benchmarks/ is on sys.path
 
 from pldistill import datasets
-from pldistill.config import DataParams, TrainParams
+from pldistill.config import DataParams, StudentParams
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.training import Fit
 
@@ -68,7 +68,7 @@ def summary(best: dict, n: int) -> dict:
 
 def training(kind: str, data, steps: int, rounds: int) -> dict:
     """``steps`` steps of batch 16 on the first STS-B training pairs, no dev scoring; weights checked equal."""
-    tp = TrainParams(model=MODEL, batch_size=16, epochs=1, evals_per_epoch=1)
+    tp = StudentParams(model=MODEL, layers=None, batch_size=16, epochs=1, lr=2e-5, evals_per_epoch=1)
     s1, s2, y = list(data["sentence1"]), list(data["sentence2"]), data["score"].to_numpy()
     best = {d: {"wall": float("inf"), "cpu": float("inf"), "host": float("inf")} for d in ("in line", "ahead")}
     weights = {}

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from pldistill import datasets
-from pldistill.config import DataParams, EvaluateParams, TrainParams
+from pldistill.config import DataParams, EvaluateParams, StudentParams, TrainParams
 from pldistill.device import cpu_flags
 from pldistill.models import BiEncoder, CrossModel, resolve
 from pldistill.training import Fit, split_scores
@@ -118,8 +118,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     loaded = datasets.load(DataParams(dataset="stsb", source=args.stsb), args.seed)
     data = {"train": loaded.splits["train"].head(args.train).reset_index(drop=True), "dev": loaded.splits["dev"]}
-    tp = TrainParams(epochs=1, batch_size=16, lr=2e-5, warmup=0.1, weight_decay=0.01, max_length=128,
-                     evals_per_epoch=1, select="last")
+    tp = StudentParams(model="bundled:all-MiniLM-L6-v2", layers=None, epochs=1, batch_size=16, lr=2e-5, warmup=0.1,
+                       weight_decay=0.01, max_length=128, evals_per_epoch=1, select="last")
     ep = EvaluateParams(batch_size=64, bf16=False)
     import sentence_transformers
     import transformers

@@ -16,9 +16,12 @@ evaluate), pldistill.params_train (the training sections) and each recipe's para
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from pldistill.defaults import DEFAULTS
+from pldistill.defaults_data import DEFAULTS as DATA_DEFAULTS
 from pldistill.errors import ConfigError
 from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: pldistill.config is their one door)
     BACKEND_EXTRAS,
@@ -86,32 +89,27 @@ from pldistill.recipes.spec import RecipeSpec
 from pldistill.recipes.specs import SPECS, named
 from pldistill.recipes.trans_params import MutualModel, TransParams  # noqa: F401  (re-exported)
 
-MPNET = "bundled:all-mpnet-base-v2"  # the stronger bundled model: a teacher candidate by default (make mpnet)
-MINILM = "bundled:all-MiniLM-L6-v2"  # the embedded default model: fine-tuned on gold, a teacher candidate too
-
 
 class Params(_Section):
-    seed: int = Field(42, ge=0)
-    cycles: int = Field(1, ge=1)
-    recipe: str = "augsbert"
-    processes: int = Field(1, ge=1)  # stages gold, teacher, label, distill: processes on torch.distributed
-    data: DataParams = DataParams()
-    adapt: AdaptParams = AdaptParams()
-    augment: AugmentParams = AugmentParams()
-    sample: SampleParams = SampleParams()
-    teacher: TeacherParams = TeacherParams.model_validate({"epochs": 4, "candidates": [  # MPNet as given, fine-tuned;
-        {"model": MPNET, "kind": "bi", "finetune": False, "calibrate": "auto"},  # MiniLM fine-tuned
-        {"model": MPNET, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1},
-        {"model": MINILM, "kind": "bi", "finetune": True, "calibrate": "auto", "epochs": 4, "evals_per_epoch": 1}]})
-    label: LabelParams = Field(default_factory=LabelParams)  # a factory: batch_size auto looks for a GPU
-    student: StudentParams = StudentParams(epochs=2, lr=1e-4)  # pruned: needs more than 2e-5
-    embed: EmbedParams = EmbedParams(epochs=5, lr=2e-4)  # on for the demo: the pruned student learns its teacher first
-    static: StaticParams = StaticParams()
-    rounds: RoundsParams = RoundsParams()
-    trans: TransParams = TransParams()
-    dse: DSEParams = DSEParams()
-    ensemble: EnsembleParams = EnsembleParams()
-    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+    params_yaml: ClassVar[dict] = {**DATA_DEFAULTS, **DEFAULTS}  # params.yaml's order: seed first
+    seed: int = Field(ge=0)
+    cycles: int = Field(ge=1)
+    recipe: str
+    processes: int = Field(ge=1)  # stages gold, teacher, label, distill: processes on torch.distributed
+    data: DataParams
+    adapt: AdaptParams
+    augment: AugmentParams
+    sample: SampleParams
+    teacher: TeacherParams
+    label: LabelParams
+    student: StudentParams
+    embed: EmbedParams
+    static: StaticParams
+    rounds: RoundsParams
+    trans: TransParams
+    dse: DSEParams
+    ensemble: EnsembleParams
+    evaluate: EvaluateParams
 
     _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
 
@@ -122,10 +120,10 @@ class Params(_Section):
         # the best student of docs/fast-student.md learned them); without any, BM25 pairs of the training sentences
         if not isinstance(raw, dict):
             return raw
-        sample = raw.get("sample") if isinstance(raw.get("sample"), dict) else {}
-        if sample.get("strategy", "auto") != "auto":
-            return raw
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        raw = _merged(cls.params_yaml, raw)  # the keys left out first: either before validator may run first
+        sample, data = raw["sample"], raw["data"]
+        if not isinstance(sample, dict) or not isinstance(data, dict) or sample.get("strategy") != "auto":
+            return raw  # (a section that is not a mapping is refused by its own model)
         return {**raw, "sample": {**sample, "strategy": "bm25" if data.get("unscored") is None else "given"}}
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from pldistill.defaults import DEFAULTS
 from pldistill.names import BUNDLED_MODELS
 from pldistill.params_data import (  # noqa: F401  (re-exported: the shared section base and the data sections)
     PAIR_SPLITS,
@@ -82,19 +83,20 @@ def _installed(backend: str) -> str:
 class RTTParams(_Section):
     """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
 
-    backend: str = "none"  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
-    source: str = "en"  # the corpus language
-    languages: tuple[str, ...] = ("de",)  # pivot languages
-    models: dict[str, tuple[str, str]] = Field(default_factory=dict)  # marian: {de: [out spec, back spec]}
-    table: str | None = None  # table: a csv/tsv/jsonl/parquet of sentence, language, translation
-    corpus: str | None = None  # null: the task's training sentences; or a .txt (one per line) / table file
-    compensate: bool = True  # top a given corpus back up with task sentences, as many as cleaning dropped
-    script: str | None = None  # null: the source language's script; letters of other scripts are stripped
-    min_chars: int = Field(4, ge=1)  # sentences and paraphrases shorter than this are dropped (paper: <= 3)
-    batch_size: int = Field(32, ge=1)
-    num_beams: int = Field(4, ge=1)
-    max_new_tokens: int = Field(128, ge=1)
-    bf16: Bf16 = "auto"
+    params_yaml = DEFAULTS["augment"]["rtt"]
+    backend: str  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
+    source: str  # the corpus language
+    languages: tuple[str, ...]  # pivot languages
+    models: dict[str, tuple[str, str]]  # marian: {de: [out spec, back spec]}
+    table: str | None  # table: a csv/tsv/jsonl/parquet of sentence, language, translation
+    corpus: str | None  # null: the task's training sentences; or a .txt (one per line) / table file
+    compensate: bool  # top a given corpus back up with task sentences, as many as cleaning dropped
+    script: str | None  # null: the source language's script; letters of other scripts are stripped
+    min_chars: int = Field(ge=1)  # sentences and paraphrases shorter than this are dropped (paper: <= 3)
+    batch_size: int = Field(ge=1)
+    num_beams: int = Field(ge=1)
+    max_new_tokens: int = Field(ge=1)
+    bf16: Bf16
 
     _known_backend = field_validator("backend")(lambda v, info: _registered("rtt_backend", v, info))
 
@@ -106,15 +108,17 @@ class RTTParams(_Section):
 
 
 class AugmentParams(_Section):
-    min_chars: int = Field(4, ge=1)
-    unicode_form: Literal["NFC", "NFKC"] = "NFKC"
-    rtt: RTTParams = RTTParams()
+    params_yaml = DEFAULTS["augment"]
+    min_chars: int = Field(ge=1)
+    unicode_form: Literal["NFC", "NFKC"]
+    rtt: RTTParams
 
 
 class BM25Params(_Section):
-    k1: float = Field(1.5, gt=0)
-    b: float = Field(0.75, ge=0, le=1)
-    epsilon: float = Field(0.25, ge=0)
+    params_yaml = DEFAULTS["sample"]["bm25"]
+    k1: float = Field(gt=0)
+    b: float = Field(ge=0, le=1)
+    epsilon: float = Field(ge=0)
 
 
 def _model_spec(v: str) -> str:
@@ -124,41 +128,45 @@ def _model_spec(v: str) -> str:
 
 
 class RandomParams(_Section):
-    pairs: int = Field(10_000, ge=1)  # random pairs to draw (capped at the number of new pairs there are)
+    params_yaml = DEFAULTS["sample"]["random"]
+    pairs: int = Field(ge=1)  # random pairs to draw (capped at the number of new pairs there are)
 
 
 class SemanticParams(_Section):
     """Semantic-search sampling: top-k cosine neighbours from an encoder, searched with faiss."""
 
-    encoder: str = "gold"  # gold: the bi-encoder trained on the gold pairs (stage `gold`); or a model spec
-    index: str = "flat"  # flat: exact (faiss); torch: exact (torch matmul); ivf / hnsw: approximate (faiss)
-    nlist: int = Field(1024, ge=1)  # ivf: clusters (capped at sentences / 39, faiss's minimum per cluster)
-    nprobe: int = Field(16, ge=1)  # ivf: clusters visited per query
-    hnsw_m: int = Field(32, ge=4)  # hnsw: links per node
-    ef_search: int = Field(128, ge=1)  # hnsw: candidate list size per query
-    batch_size: int = Field(128, ge=1)  # encoding batch
-    search_chunk: int = Field(4096, ge=1)  # queries per faiss search call (faiss blocks BLAS by 4096)
-    max_length: int = Field(128, ge=8)
-    bf16: Bf16 = "auto"
-    trust_remote_code: bool = False
+    params_yaml = DEFAULTS["sample"]["semantic"]
+    encoder: str  # gold: the bi-encoder trained on the gold pairs (stage `gold`); or a model spec
+    index: str  # flat: exact (faiss); torch: exact (torch matmul); ivf / hnsw: approximate (faiss)
+    nlist: int = Field(ge=1)  # ivf: clusters (capped at sentences / 39, faiss's minimum per cluster)
+    nprobe: int = Field(ge=1)  # ivf: clusters visited per query
+    hnsw_m: int = Field(ge=4)  # hnsw: links per node
+    ef_search: int = Field(ge=1)  # hnsw: candidate list size per query
+    batch_size: int = Field(ge=1)  # encoding batch
+    search_chunk: int = Field(ge=1)  # queries per faiss search call (faiss blocks BLAS by 4096)
+    max_length: int = Field(ge=8)
+    bf16: Bf16
+    trust_remote_code: bool
 
     _known_index = field_validator("index")(lambda v: _one_of(v, FAISS_INDEXES))
     _known_encoder = field_validator("encoder")(lambda v: v if v == "gold" else _model_spec(v))
 
 
 class KDEParams(_Section):
-    pool: int = Field(50_000, ge=1)  # random pairs the teacher labels before KDE keeps some
-    grid: int = Field(1001, ge=11)  # points in [0, 1] where the densities are evaluated
+    params_yaml = DEFAULTS["sample"]["kde"]
+    pool: int = Field(ge=1)  # random pairs the teacher labels before KDE keeps some
+    grid: int = Field(ge=11)  # points in [0, 1] where the densities are evaluated
 
 
 class SampleParams(_Section):
-    strategy: str = "auto"  # auto: given when data.unscored names given pairs, else bm25 (Params resolves it)
-    top_k: int = Field(10, ge=1, le=100)
-    query_chunk: int = Field(256, ge=1)
-    bm25: BM25Params = BM25Params()
-    random: RandomParams = RandomParams()
-    semantic: SemanticParams = SemanticParams()
-    kde: KDEParams = KDEParams()
+    params_yaml = DEFAULTS["sample"]
+    strategy: str  # auto: given when data.unscored names given pairs, else bm25 (Params resolves it)
+    top_k: int = Field(ge=1, le=100)
+    query_chunk: int = Field(ge=1)
+    bm25: BM25Params
+    random: RandomParams
+    semantic: SemanticParams
+    kde: KDEParams
 
     @field_validator("strategy")
     @classmethod
@@ -177,9 +185,10 @@ class SampleParams(_Section):
 class InferenceParams(_Section):
     """How a model scores: stage label (the teacher), stage evaluate and dev scoring during training."""
 
-    batch_size: int = Field("auto", ge=1, validate_default=True)  # auto: INFER_BATCH
-    bf16: Bf16 = "auto"
-    backend: Backend = "auto"
+    params_yaml = DEFAULTS["label"]
+    batch_size: int = Field(ge=1)  # auto: INFER_BATCH
+    bf16: Bf16
+    backend: Backend
 
     _backend_installed = field_validator("backend")(_installed)
     _auto_batch = field_validator("batch_size", mode="before")(_infer_batch)
@@ -205,11 +214,12 @@ class ExtraSet(_Section):
 class EvaluateParams(InferenceParams):
     """The evaluate section: inference settings, encode speed, and more evaluation sets."""
 
-    speed_pairs: int = Field(512, ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
-    speed_rounds: int = Field(5, ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
-    speed_min_seconds: float = Field(0.5, ge=0)  # in each turn a model scores the pairs again until this long has gone
-    static_batch_size: int = Field(1024, ge=1)  # a static model's batch when timed (Model2Vec's encode default)
-    extra: tuple[ExtraSet, ...] = ()  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+    params_yaml = DEFAULTS["evaluate"]
+    speed_pairs: int = Field(ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
+    speed_rounds: int = Field(ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
+    speed_min_seconds: float = Field(ge=0)  # in each turn a model scores the pairs again until this long has gone
+    static_batch_size: int = Field(ge=1)  # a static model's batch when timed (Model2Vec's encode default)
+    extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")
     @classmethod

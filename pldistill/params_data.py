@@ -1,14 +1,20 @@
 """The sections of params.yaml that say what data is read (data, adapt), and what every section shares: forbidden
-unknown keys, a section given in part keeping the rest of its defaults, a bool refused where a number goes. Stage
-download loads these alone (pldistill.sections), so an edit to the other sections' types leaves it cached."""
+unknown keys, a key left out taking params.yaml's default, a bool refused where a number goes. Stage download loads
+these alone (pldistill.sections), so an edit to the other sections' types leaves it cached.
+
+A section model holds types and checks, never a default: params.yaml is the one place a default lives, and
+pldistill/defaults_data.py (these sections) and pldistill/defaults.py (the others) are generated from it
+(`python scripts/params_doc.py`). A section fills the keys it is not given from ``params_yaml``, its part of them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from pldistill.defaults_data import DEFAULTS
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 PAIR_SPLITS = ("train", "dev", "test")
@@ -47,17 +53,15 @@ def _merged(default: dict, given: dict) -> dict:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # This section's defaults, as params.yaml holds them (generated: pldistill/defaults*.py), filling the keys it is
+    # not given, subsections included. None for a type used at several places (StepParams: trans.cross and trans.bi
+    # differ), or a list's item: the section holding it hands its values over whole.
+    params_yaml: ClassVar[dict | None] = None
 
     @model_validator(mode="before")
     @classmethod
-    def _sections_keep_their_defaults(cls, raw: object) -> object:
-        # A section given in part keeps the rest of its own default, which may differ from its class's: trans.cross
-        # and trans.bi are both StepParams, with the paper's settings for each; teacher and student TrainParams.
-        if not isinstance(raw, dict):
-            return raw
-        return {k: _merged(d.model_dump(), v) if isinstance(v, dict) and isinstance(
-                    d := getattr(cls.model_fields.get(k), "default", None), BaseModel) else v
-                for k, v in raw.items()}
+    def _defaults_from_params_yaml(cls, raw: object) -> object:
+        return _merged(cls.params_yaml, raw) if isinstance(raw, dict) and cls.params_yaml is not None else raw
 
     @field_validator("*", mode="before")
     @classmethod
@@ -70,23 +74,24 @@ class _Section(BaseModel):
 
 
 class SplitParams(_Section):
-    dev: float = Field(0.1, gt=0, lt=0.5)
-    test: float = Field(0.1, gt=0, lt=0.5)
+    dev: float = Field(gt=0, lt=0.5)
+    test: float = Field(gt=0, lt=0.5)
 
 
 class DataParams(_Section):
-    dataset: str = "demo"
-    source: str | None = None
-    task: str | None = None
-    columns: dict[str, str] = Field(default_factory=dict)
-    score_range: tuple[float, float] | None = None
-    split: SplitParams = SplitParams()
-    max_train: int | None = Field(None, gt=0)
-    max_drop_share: float = Field(0.05, ge=0, le=1)  # more rows dropped for one reason stop the run
-    split_by: Literal["pair", "sentence"] = "pair"  # what a table we split keeps on one side
+    params_yaml = DEFAULTS["data"]
+    dataset: str
+    source: str | None
+    task: str | None
+    columns: dict[str, str]
+    score_range: tuple[float, float] | None
+    split: SplitParams
+    max_train: int | None = Field(gt=0)
+    max_drop_share: float = Field(ge=0, le=1)  # more rows dropped for one reason stop the run
+    split_by: Literal["pair", "sentence"]  # what a table we split keeps on one side
     # pairs without scores for the teacher to label (sample.strategy given): a table path (any score column
     # is never read) | rest: the training pairs max_train left out | null: none
-    unscored: str | None = None
+    unscored: str | None
 
     @field_validator("unscored")
     @classmethod
@@ -144,7 +149,8 @@ class AdaptParams(DataParams):
     pairs; the student learns those silver labels only. No target label trains or selects a model.
     """
 
-    dataset: str | None = None  # null: no adaptation
+    params_yaml = DEFAULTS["adapt"]
+    dataset: str | None  # null: no adaptation
 
     @field_validator("dataset")
     @classmethod

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from pldistill.defaults import DEFAULTS
 from pldistill.params_base import (
     BF16_AS_PRECISION,
     CALIBRATIONS,
@@ -25,24 +26,24 @@ from pldistill.params_base import (
 class StepParams(_Section):
     """How a model is trained, whatever it starts from."""
 
-    epochs: int = Field(1, ge=1)
-    batch_size: int = Field(16, ge=1)
-    lr: float = Field(2e-5, gt=0)
-    warmup: float = Field(0.1, ge=0, lt=1)
-    weight_decay: float = Field(0.01, ge=0)
-    max_length: int = Field(128, ge=8)
-    evals_per_epoch: int = Field(4, ge=1)
-    bf16: Bf16 = False
+    epochs: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    lr: float = Field(gt=0)
+    warmup: float = Field(ge=0, lt=1)
+    weight_decay: float = Field(ge=0)
+    max_length: int = Field(ge=8)
+    evals_per_epoch: int = Field(ge=1)
+    bf16: Bf16
     # Mixed precision: null keeps what bf16 says (false: fp32, true: bf16, auto: auto); auto is bf16 with
     # native bf16 units, fp16 on a CUDA GPU without them, else fp32; fp16 scales the loss and needs CUDA.
-    precision: str | None = None
-    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
+    precision: str | None
+    accumulate: int = Field(ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
     # adamw: torch's for-loop AdamW (the default: same seed, same weights as every release before); adamw-fused:
     # its fused kernel, what transformers' Trainer uses (5x faster steps on a CPU, weights equal to float rounding)
-    optimizer: Literal["adamw", "adamw-fused"] = "adamw"
-    checkpoint_every: int | None = Field(None, ge=0)  # mid-run checkpoints: null at each dev evaluation,
+    optimizer: Literal["adamw", "adamw-fused"]
+    checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
                                                       # N every N steps, 0 none (pldistill/checkpoints.py)
-    select: Literal["dev", "last"] = "dev"  # the checkpoint kept: best dev score (the start counts) | the last
+    select: Literal["dev", "last"]  # the checkpoint kept: best dev score (the start counts) | the last
 
     _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
 
@@ -67,18 +68,18 @@ class StepParams(_Section):
 class TrainParams(StepParams):
     """How one model (teacher or student) is initialised and trained."""
 
-    model: str = "bundled:all-MiniLM-L6-v2"
-    trust_remote_code: bool = False
-    seeds: int = Field(1, ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
-    seed_stop: float = Field(0.2, gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
-    soup: bool = False  # seeds > 1: train every seed to the end and average their weights (pldistill/soup.py)
-    layers: tuple[int, ...] | None = None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
+    model: str
+    trust_remote_code: bool
+    seeds: int = Field(ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
+    seed_stop: float = Field(gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
+    soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/soup.py)
+    layers: tuple[int, ...] | None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
     # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
-    trainer: Literal["ours", "sentence-transformers"] = "ours"
+    trainer: Literal["ours", "sentence-transformers"]
     # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
     # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there
-    loss: Literal["cosine", "cosent"] = "cosine"
+    loss: Literal["cosine", "cosent"]
 
     _known_model = field_validator("model")(_model_spec)
 
@@ -109,19 +110,20 @@ class TrainParams(StepParams):
 class StudentParams(TrainParams):
     """The student section: a TrainParams whose ``layers`` may be ``auto``, the cut chosen on dev (pldistill.cut)."""
 
-    layers: tuple[int, ...] | Literal["auto"] | None = "auto"  # auto: the best cut of `keep` layers, chosen on dev
-    keep: int = Field(2, ge=1)  # layers auto: how many transformer layers the chosen cut keeps
+    params_yaml = DEFAULTS["student"]
+    layers: tuple[int, ...] | Literal["auto"] | None  # auto: the best cut of `keep` layers, chosen on dev
+    keep: int = Field(ge=1)  # layers auto: how many transformer layers the chosen cut keeps
     # transformer: `model`, cut to `layers` | static: token vectors distilled from a transformer (section static;
     # pldistill/static.py), no transformer at run time
-    kind: Literal["transformer", "static"] = "transformer"
+    kind: Literal["transformer", "static"]
 
 
 class TeacherMember(TrainParams):
     """One teacher: what it is, whether it learns the gold pairs, and how its score meets the gold scale."""
 
-    kind: str = "bi"  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
-    finetune: bool = False  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
-    calibrate: str = "auto"  # auto: none when fine-tuned (its loss targets the gold scale), else linear
+    kind: str  # cross: a cross-encoder | bi: a bi-encoder (cosine of the two embeddings)
+    finetune: bool  # false: used as given, no gold pair learned (a ready-made teacher, GPL's setting)
+    calibrate: str  # auto: none when fine-tuned (its loss targets the gold scale), else linear
                              # linear: least squares on dev | isotonic: monotone fit on dev | none: clipped to [0, 1]
 
     _known_kind = field_validator("kind")(lambda v: _one_of(v, TEACHER_KINDS))
@@ -146,8 +148,9 @@ class TeacherParams(TeacherMember):
     """The teacher section: the first member, and ``members`` for an ensemble, or ``candidates``, teachers tried
     beside it of which the best on dev labels (each of them inherits every key it does not set from this section)."""
 
-    members: tuple[TeacherMember, ...] = ()
-    candidates: tuple[TeacherMember, ...] = ()
+    params_yaml = DEFAULTS["teacher"]
+    members: tuple[TeacherMember, ...]
+    candidates: tuple[TeacherMember, ...]
 
     @model_validator(mode="before")
     @classmethod
@@ -189,13 +192,14 @@ STATIC_WEIGHTS = ("counts", "zipf", "none")
 class StaticParams(_Section):
     """student.kind static (stage cut): the start distilled from a transformer, and the rates it learns at."""
 
-    model: str = "auto"  # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space)
-    dims: int | None = Field(None, ge=2)  # PCA dimensions of the token vectors; null: the model's width
-    weights: str = "counts"  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
-    sif: float = Field(1e-3, gt=0)  # the SIF weight a / (a + p(token))
-    words: int = Field(0, ge=0)  # frequent whole words of those sentences added to the vocabulary (0: none)
-    lr: float = Field(1e-3, gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
-    embed_lr: float = Field(5e-3, gt=0)  # stage embed's, in place of embed.lr
+    params_yaml = DEFAULTS["static"]
+    model: str  # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space)
+    dims: int | None = Field(ge=2)  # PCA dimensions of the token vectors; null: the model's width
+    weights: str  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
+    sif: float = Field(gt=0)  # the SIF weight a / (a + p(token))
+    words: int = Field(ge=0)  # frequent whole words of those sentences added to the vocabulary (0: none)
+    lr: float = Field(gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
+    embed_lr: float = Field(gt=0)  # stage embed's, in place of embed.lr
 
     _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))
     _known_model = field_validator("model")(lambda v: v if v == "auto" else _model_spec(v))
@@ -209,18 +213,17 @@ EMBED_SOURCES = ("train", "given", "paraphrases")
 class EmbedParams(StepParams):
     """Embedding distillation (stage embed): the student learns the teacher's sentence embeddings before its pairs."""
 
-    epochs: int = Field(0, ge=0)  # 0: off
-    teacher: str | None = "auto"  # whose embeddings: auto (a cut student: its whole model; else the stage teacher's)
+    params_yaml = DEFAULTS["embed"]
+    epochs: int = Field(ge=0)  # 0: off
+    teacher: str | None  # whose embeddings: auto (a cut student: its whole model; else the stage teacher's)
                                   # | None, the stage teacher's bi-encoders | a bi-encoder spec
-    corpus: str | None = None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
-    max_corpus: int | None = Field(None, ge=1)  # at most this many corpus sentences (drawn with the seed)
-    sources: tuple[str, ...] = EMBED_SOURCES  # the task's sentences it learns: train pairs, given pairs, paraphrases
-    loss: str = "mse"  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
-    sim_weight: float = Field(1.0, ge=0)  # the sim term's weight in mse+sim
-    projection: str = "auto"  # auto: none for equal widths, else pca | pca: onto the student's width | none
-    batch_size: int = Field(64, ge=2)
-    lr: float = Field(1e-4, gt=0)
-    evals_per_epoch: int = Field(1, ge=1)
+    corpus: str | None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
+    max_corpus: int | None = Field(ge=1)  # at most this many corpus sentences (drawn with the seed)
+    sources: tuple[str, ...]  # the task's sentences it learns: train pairs, given pairs, paraphrases
+    loss: str  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
+    sim_weight: float = Field(ge=0)  # the sim term's weight in mse+sim
+    projection: str  # auto: none for equal widths, else pca | pca: onto the student's width | none
+    batch_size: int = Field(ge=2)
 
     _known_loss = field_validator("loss")(lambda v: _one_of(v, EMBED_LOSSES))
     _known_projection = field_validator("projection")(lambda v: _one_of(v, PROJECTIONS))

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The parameter reference of docs/parameters.md, generated from params.yaml: every key, its default as
-params.yaml writes it, and its comment (a comment on the key's line, the comment lines under it, and a comment
-block right above it). params.yaml is the one place a default lives; this keeps the reference from drifting.
+"""What params.yaml generates, params.yaml being the one place a default lives:
+- the parameter reference of docs/parameters.md: every key, its default as params.yaml writes it, and its comment
+  (a comment on the key's line, the comment lines under it, and a comment block right above it);
+- the defaults the parameter models (pldistill/config.py and the modules it assembles) fill a key left out with:
+  pldistill/defaults_data.py (seed, data, adapt: what stage download reads, so an edit to a training default leaves
+  it cached) and pldistill/defaults.py (every other section). The models hold types and checks, no default.
 
-    python scripts/params_doc.py           # rewrite the generated part of docs/parameters.md
-    python scripts/params_doc.py --check   # exit 1 if it is out of date (tests/test_params_yaml.py checks it too)
+    python scripts/params_doc.py           # rewrite them from params.yaml
+    python scripts/params_doc.py --check   # exit 1 if one is out of date (tests/test_params_yaml.py checks it too)
 """
 
 from __future__ import annotations
@@ -12,13 +15,24 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "parameters.md"
 BEGIN = "<!-- generated from params.yaml by scripts/params_doc.py: edit params.yaml, then run it -->"
 END = "<!-- end of the generated reference -->"
+# The sections stage download reads (pldistill.sections.DataSections), generated apart from the others
+DATA_SECTIONS = ("seed", "data", "adapt")
+DEFAULTS = {  # generated module -> (its docstring, which of params.yaml's top-level keys it holds)
+    ROOT / "pldistill" / "defaults_data.py": ("seed, data and adapt (the sections stage download reads)",
+                                              lambda k: k in DATA_SECTIONS),
+    ROOT / "pldistill" / "defaults.py": ("every section but seed, data and adapt (pldistill/defaults_data.py)",
+                                         lambda k: k not in DATA_SECTIONS),
+}
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<rest>.*)$")
 
 
@@ -76,22 +90,52 @@ def render(doc: str, params: str) -> str:
     return f"{head}{BEGIN}\n\n{table(params)}\n{END}{tail}"
 
 
+def _literal(value: object, indent: int) -> str:
+    """``value`` as Python source, in params.yaml's order: a section one key a line, unless short and flat; a list
+    on one line where it fits, else one item a line; the rest as repr."""
+    flat = repr(value)
+    nested = isinstance(value, dict) and any(isinstance(v, dict) for v in value.values())
+    if not isinstance(value, dict | list) or (len(flat) < 80 and not nested):
+        return flat
+    pad = " " * (indent + 4)
+    if isinstance(value, list):
+        items = "".join(f"{pad}{_literal(v, indent + 4)},\n" for v in value)
+        return f"[\n{items}{' ' * indent}]"
+    items = "".join(f"{pad}{k!r}: {_literal(v, indent + 4)},\n" for k, v in value.items())
+    return f"{{\n{items}{' ' * indent}}}"
+
+
+def defaults_module(params: str, what: str, holds) -> str:
+    """The Python source of a generated defaults module: params.yaml's values of the top-level keys ``holds`` keeps."""
+    values = {k: v for k, v in yaml.safe_load(params).items() if holds(k)}
+    doc = textwrap.fill(f"The defaults of {what}, as params.yaml holds them: generated from params.yaml by `python "
+                        f"scripts/params_doc.py`. Do not edit it: params.yaml is the one place a default lives, and "
+                        f"tests/test_params_yaml.py fails when this file drifts from it.", 116)
+    return f'"""{doc}"""\n\nDEFAULTS = {_literal(values, 0)}\n'
+
+
+def generated(params: str, doc: str) -> dict[Path, str]:
+    """Every file params.yaml generates, and what it should hold."""
+    return {DOC: render(doc, params), **{path: defaults_module(params, what, holds)
+                                         for path, (what, holds) in DEFAULTS.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if docs/parameters.md is out of date")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a generated file is out of date")
     args = ap.parse_args(argv)
     doc, params = DOC.read_text(), (ROOT / "params.yaml").read_text()
     if BEGIN not in doc or END not in doc:
         print(f"{DOC}: the markers {BEGIN!r} and {END!r} are missing")
         return 1
-    new = render(doc, params)
-    if args.check:
-        if new != doc:
-            print(f"{DOC.relative_to(ROOT)} is out of date: python scripts/params_doc.py")
-            return 1
-        return 0
-    DOC.write_text(new)
-    return 0
+    stale = [path for path, text in generated(params, doc).items()
+             if not path.is_file() or path.read_text() != text]
+    for path in stale:
+        if args.check:
+            print(f"{path.relative_to(ROOT)} is out of date: python scripts/params_doc.py")
+        else:
+            path.write_text(generated(params, doc)[path])
+    return 1 if args.check and stale else 0
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ def test_the_data_stages_depend_on_few_modules():
     it depends on each recipe's params module (pldistill/recipes/<recipe>_params.py): small files, no recipe code."""
     code = {name: [d for d in STAGES[name]["deps"] if d.endswith(".py")] for name in ("check", "download")}
     lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
-    assert len(code["check"]) <= 20 and len(code["download"]) <= 18, code
+    modules = {name: [f for f in files if not f.startswith("pldistill/defaults")]  # generated from params.yaml: data
+               for name, files in code.items()}
+    assert len(modules["check"]) <= 20 and len(modules["download"]) <= 18, modules
     assert lines["check"] < 2200 and lines["download"] < 2500, lines
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 

@@ -23,8 +23,9 @@ def test_config_runs_no_registry_and_nothing_above_it():
     # of the recipes package, each recipe's params module and spec (its section, what it allows), no recipe's code
     specs = {"pldistill.recipes", "pldistill.recipes.spec", "pldistill.recipes.specs"} | {
         f"pldistill.recipes.{p.stem}" for p in (ROOT / "pldistill" / "recipes").glob("*_params.py")}
+    # defaults and defaults_data: params.yaml's values, generated, plain data
     assert below <= {"pldistill", "pldistill.config", "pldistill.params_base", "pldistill.params_data",
-                     "pldistill.params_train",
+                     "pldistill.params_train", "pldistill.defaults", "pldistill.defaults_data",
                      "pldistill.names", "pldistill.params_file", "pldistill.errors", *specs}, below
 
 

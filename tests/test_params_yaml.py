@@ -1,13 +1,16 @@
 """params.yaml is the one source of every default: each key the code reads is in it, with its comment; the
-parameter models (pldistill/config.py) hold types and checks with the same values; docs/parameters.md is
-generated from it."""
+parameter models (pldistill/config.py and the modules it assembles) hold types and checks, no default, and fill a
+key left out from pldistill/defaults*.py, which are generated from params.yaml like docs/parameters.md."""
 
+import typing
 from pathlib import Path
 
+import pytest
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from pldistill.config import Params
+from pldistill.config import DataParams, EmbedParams, Params, StepParams
+from pldistill.sections import DataSections
 from pldistill.validate import parse_params
 from scripts import params_doc
 
@@ -41,10 +44,41 @@ def test_every_key_the_code_reads_is_in_params_yaml():
     assert not extra, f"params.yaml keys no model has: {extra}"
 
 
-def test_the_models_defaults_are_params_yaml_s():
-    # a model default that differs from params.yaml would be a second, silent source of defaults
+def test_params_built_from_nothing_are_params_yaml_s():
     drift = _drift(Params().model_dump(mode="json"), parse_params(RAW).model_dump(mode="json"))
-    assert not drift, f"pldistill/config.py and params.yaml disagree: {drift}"
+    assert not drift, f"the generated defaults and params.yaml disagree: {drift}"
+
+
+def test_the_defaults_modules_are_generated_from_params_yaml():
+    doc = (ROOT / "docs" / "parameters.md").read_text()
+    for path, text in params_doc.generated(TEXT, doc).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is out of date: python scripts/params_doc.py"
+    assert set(params_doc.DATA_SECTIONS) == set(DataSections.model_fields)  # what stage download reads
+
+
+def _models(model: type[BaseModel], seen: set) -> set:
+    """``model`` and every section model under it, list items included."""
+    seen.add(model)
+    for info in model.model_fields.values():
+        for t in (info.annotation, *typing.get_args(info.annotation)):
+            if isinstance(t, type) and issubclass(t, BaseModel) and t not in seen:
+                _models(t, seen)
+    return seen
+
+
+def test_no_section_model_holds_a_default():
+    # a default written in a model would be a second source beside params.yaml. A list item's keys are the one
+    # exception: params.yaml's lists are empty, so their defaults cannot live there (its comment names them)
+    held = sorted(f"{m.__name__}.{name}" for m in _models(Params, set()) for name, info in m.model_fields.items()
+                  if not info.is_required())
+    assert held == ["MutualModel.cross"], held
+
+
+def test_a_section_built_alone_takes_params_yaml_s_defaults():
+    assert DataParams(dataset="stsb").split.dev == RAW["data"]["split"]["dev"]
+    assert EmbedParams(epochs=1).batch_size == RAW["embed"]["batch_size"]
+    with pytest.raises(ValidationError, match="batch_size"):  # a type at several places (trans.cross, trans.bi)
+        StepParams(epochs=1)  # has no defaults of its own: its section hands its values over whole
 
 
 def test_a_section_given_in_part_keeps_its_own_defaults():

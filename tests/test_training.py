@@ -139,11 +139,11 @@ def test_metrics():
 
 
 def test_optimizer_gives_named_submodules_their_own_learning_rate():
-    from pldistill.config import StepParams
+    from pldistill.config import StudentParams
     from pldistill.loop import _optimizer
 
     module = torch.nn.ModuleDict({"encoder": torch.nn.Linear(3, 3), "head": torch.nn.Linear(3, 1)})
-    opt = _optimizer(module, StepParams(lr=1e-5, weight_decay=0.01), {"head": 1e-3})
+    opt = _optimizer(module, StudentParams(lr=1e-5, weight_decay=0.01), {"head": 1e-3})
     by_param = {id(p): (g["lr"], g["weight_decay"]) for g in opt.param_groups for p in g["params"]}
     assert by_param[id(module["encoder"].weight)] == (1e-5, 0.01)
     assert by_param[id(module["encoder"].bias)] == (1e-5, 0.0)  # no decay on biases

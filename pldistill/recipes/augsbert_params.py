@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pldistill.defaults import DEFAULTS
 from pldistill.params_base import _Section
 from pldistill.recipes.spec import RecipeSpec
 
@@ -14,9 +15,10 @@ class RoundsParams(_Section):
     """recipe augsbert with cycles > 1 (pldistill.recipes.rounds): each cycle after the first, the student
     mines new pairs by semantic search with its own encoder, the teacher labels only those, the student learns on."""
 
-    pairs: int = Field(2000, ge=1)  # new pairs kept per cycle, at most (a seeded draw when the search finds more)
-    top_k: int = Field(5, ge=1, le=100)  # nearest neighbours of each pool sentence under the student
-    epochs: int = Field(1, ge=1)  # the student's epochs in each cycle after the first (gold + every silver pair so far)
+    params_yaml = DEFAULTS["rounds"]
+    pairs: int = Field(ge=1)  # new pairs kept per cycle, at most (a seeded draw when the search finds more)
+    top_k: int = Field(ge=1, le=100)  # nearest neighbours of each pool sentence under the student
+    epochs: int = Field(ge=1)  # the student's epochs in each cycle after the first (gold + every silver pair so far)
 
 
 def rules(p: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from pldistill.defaults import DEFAULTS
 from pldistill.params_base import _one_of, _Section
 from pldistill.params_train import StepParams
 from pldistill.recipes.spec import RecipeSpec
@@ -17,11 +18,9 @@ POSITIVES = ("dropout", "rtt")  # what a sentence is contrasted with
 class SubParams(StepParams):
     """rtt-ensemble: one contrastive sub-model (SimCSE, unsupervised: batch 64, lr 3e-5, length 32, 1 epoch)."""
 
-    batch_size: int = Field(64, ge=2)  # in-batch negatives: batch - 1 per sentence
-    lr: float = Field(3e-5, gt=0)
-    warmup: float = Field(0.0, ge=0, lt=1)
-    max_length: int = Field(32, ge=8)
-    temperature: float = Field(0.05, gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
+    params_yaml = DEFAULTS["ensemble"]["sub"]
+    batch_size: int = Field(ge=2)  # in-batch negatives: batch - 1 per sentence
+    temperature: float = Field(gt=0)  # InfoNCE temperature (SimCSE, and the paper: 0.05)
 
     @field_validator("accumulate")
     @classmethod
@@ -35,19 +34,20 @@ class SubParams(StepParams):
 class EnsembleDistillParams(SubParams):
     """rtt-ensemble: the student learns the ensemble's embeddings, (1 - w) MAE + w InfoNCE (the paper's Eq. 3)."""
 
-    infonce_weight: float = Field(0.1, ge=0, le=1)  # the paper's lambda
-    temperature: float = Field(0.3, gt=0)  # the paper's best distillation temperature (Table 7)
+    params_yaml = DEFAULTS["ensemble"]["distill"]
+    infonce_weight: float = Field(ge=0, le=1)  # the paper's lambda
 
 
 class EnsembleParams(_Section):
     """recipe rtt-ensemble: K contrastive sub-models, their (weighted) mean as teacher, one student."""
 
-    positives: str = "dropout"  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
-    k: int = Field(5, ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
-    weights: Literal["mean", "softmax"] = "mean"  # softmax: of the sub-models' dev Spearman (points) / temperature
-    weight_temperature: float = Field(1.0, gt=0)
-    sub: SubParams = SubParams()
-    distill: EnsembleDistillParams = EnsembleDistillParams()
+    params_yaml = DEFAULTS["ensemble"]
+    positives: str  # dropout: the sentence itself under another dropout mask | rtt: its paraphrase
+    k: int = Field(ge=1)  # dropout: number of sub-models (seeds seed+1 .. seed+k); rtt: one per language
+    weights: Literal["mean", "softmax"]  # softmax: of the sub-models' dev Spearman (points) / temperature
+    weight_temperature: float = Field(gt=0)
+    sub: SubParams
+    distill: EnsembleDistillParams
 
     _known_positives = field_validator("positives")(lambda v: _one_of(v, POSITIVES))
 

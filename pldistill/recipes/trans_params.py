@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
+from pldistill.defaults import DEFAULTS
 from pldistill.params_base import PAIR_SPLITS, _model_spec, _Section
 from pldistill.params_train import StepParams
 from pldistill.recipes.spec import RecipeSpec
@@ -23,15 +24,16 @@ class MutualModel(_Section):
 class TransParams(_Section):
     """recipe trans-encoder: the bi- and cross-encoder label the pairs for each other, `cycles` times."""
 
-    init: Literal["refresh", "sequential"] = "refresh"
-    splits: tuple[str, ...] = PAIR_SPLITS  # whose pairs (labels dropped) are learned; drop test: inductive
-    sampled: bool = False  # also learn the pairs stage `sample` found
-    target: Literal["clip", "affine"] = "clip"  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
-    mutual: tuple[MutualModel, ...] = ()  # extra model pairs; labels are the mean of all pairs' predictions
+    params_yaml = DEFAULTS["trans"]
+    init: Literal["refresh", "sequential"]
+    splits: tuple[str, ...]  # whose pairs (labels dropped) are learned; drop test: inductive
+    sampled: bool  # also learn the pairs stage `sample` found
+    target: Literal["clip", "affine"]  # cosine -> [0, 1]: clip(c, 0, 1) or (c + 1) / 2
+    mutual: tuple[MutualModel, ...]  # extra model pairs; labels are the mean of all pairs' predictions
     # the paper's Table 16: bi -> cross, soft BCE (lr 2e-5, batch 32, 1 epoch, length 64); cross -> bi, cosine MSE
     # (lr 5e-5, batch 128, 10 epochs, length 32)
-    cross: StepParams = StepParams(batch_size=32, max_length=64)
-    bi: StepParams = StepParams(epochs=10, batch_size=128, lr=5e-5, warmup=0.0, max_length=32, evals_per_epoch=1)
+    cross: StepParams
+    bi: StepParams
 
     @field_validator("splits")
     @classmethod
