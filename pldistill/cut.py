@@ -7,7 +7,9 @@ Stage cut writes the ranking (``CUT_FILE`` in its folder, a cached artifact); th
 (gold, embed, distill, evaluate) read the choice through ``resolve``, so no other code sees ``auto``.
 
 ``student.kind: static``: stage cut makes the static start instead (pldistill.static; ``STATIC_DIR`` in its folder),
-and ``resolve`` makes it the student's model, with the static section's learning rates."""
+from static.model or, with static.finetune, from that model fine-tuned on gold (``SOURCE_DIR``), and ``resolve``
+makes it the student's model, with the static section's learning rates, and the transformer it came from
+static.model."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from pldistill.models import BiEncoder, prune_layers
 
 CUT_FILE = "cut.json"
 STATIC_DIR = "static"  # student.kind static: the start, a sentence-transformers model of one StaticEmbedding
+SOURCE_DIR = "source"  # static.finetune > 0: the transformer fine-tuned on gold that the start is distilled from
 MAX_CUTS = 256  # C(12, 2) = 66, C(12, 3) = 220 fit; past this, name the layers (student.layers: [0, 5, 11])
 
 
@@ -85,8 +88,11 @@ def read(cut_dir: Path) -> dict:
                           "run it: dvc repro cut") from None
 
 
-def static_from(params: Params) -> str:
-    """The transformer a static student is distilled from: static.model, auto meaning student.model."""
+def static_from(params: Params, cut_dir: Path | None = None) -> str:
+    """The transformer a static student is distilled from: static.model, auto meaning student.model; with
+    static.finetune, that model fine-tuned on gold, which stage cut saves in ``cut_dir`` (when given)."""
+    if params.static.finetune and cut_dir is not None:
+        return str(cut_dir / SOURCE_DIR)
     return params.student.model if params.static.model == "auto" else params.static.model
 
 
@@ -106,7 +112,8 @@ def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> 
             embed["lr"] = params.static.embed_lr
         return params.model_copy(update={"student": params.student.model_copy(update=student),
                                          "embed": params.embed.model_copy(update=embed),
-                                         "static": params.static.model_copy(update={"model": static_from(params)})})
+                                         "static": params.static.model_copy(
+                                             update={"model": static_from(params, cut_dir)})})
     if params.student.layers != "auto":
         return params
     if cut_dir is None:

@@ -125,6 +125,7 @@ DEFAULTS = {
     },
     'static': {
         'model': 'auto',
+        'finetune': 0,
         'dims': None,
         'weights': 'counts',
         'sif': 0.001,

@@ -194,6 +194,7 @@ class StaticParams(_Section):
 
     params_yaml = DEFAULTS["static"]
     model: str  # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space)
+    finetune: int = Field(ge=0)  # epochs `model` first learns the gold pairs (stage cut); 0: as given
     dims: int | None = Field(ge=2)  # PCA dimensions of the token vectors; null: the model's width
     weights: str  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
     sif: float = Field(gt=0)  # the SIF weight a / (a + p(token))

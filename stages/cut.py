@@ -2,7 +2,9 @@
 ``student.model`` is scored untrained on the dev pairs and the best kept; the ranking is ``models/cut/cut.json``,
 read by stages gold, embed, distill and evaluate. With layers given (or null) it only records them. With
 ``student.kind: static``, it distils the static start from a transformer (pldistill.static) into
-``models/cut/static``, token weights counted on the sentences stage embed learns."""
+``models/cut/static``, token weights counted on the sentences stage embed learns; with ``static.finetune`` epochs,
+that transformer first learns the gold pairs (``models/cut/source``, the space the start and stage embed's target
+then lie in)."""
 
 from __future__ import annotations
 
@@ -12,22 +14,48 @@ import pandas as pd
 
 from pldistill import cut as cutting
 from pldistill import schemas, static
-from pldistill.cards import card
-from pldistill.config import Params
+from pldistill.cards import card, fit_facts
+from pldistill.config import Params, StepParams, TrainParams
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
 from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 from pldistill.sentences import gather as sentences_of
+from pldistill.training import train_model
 from pldistill.validate import load_params
 
 
+def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Path) -> tuple[BiEncoder, dict]:
+    """``spec`` fine-tuned on the gold pairs for static.finetune epochs (cosine MSE at the teacher section's step
+    settings: a teacher candidate's recipe, the best on dev after each epoch kept), saved in ``out``; and its fit."""
+    train = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)
+    t = params.teacher  # its step settings (lr, batch_size, warmup, ...) and engine; read key by key, as tracked
+    steps = {k: getattr(t, k) for k in StepParams.model_fields if k not in ("epochs", "evals_per_epoch")}
+    tp = TrainParams(**steps, model=spec, epochs=params.static.finetune, evals_per_epoch=1, layers=None, seeds=1,
+                     seed_stop=t.seed_stop, soup=False, trainer=t.trainer, loss="cosine",
+                     trust_remote_code=params.student.trust_remote_code)
+    model, res = train_model(tp, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
+                             list(train["score"]), dev, params.seed, desc="cut: static.model on gold")
+    fit = res.summary()
+    model.save(out, card("Static start's source", "bi", spec, {
+        "dataset": params.data.name, "gold pairs learned": len(train), "loss": "MSE of the cosine to the gold score",
+        **fit_facts(fit, tp), "seed": params.seed},
+        "The transformer the static start was distilled from, fine-tuned on the gold pairs first (static.finetune); "
+        "stage embed learns its sentence embeddings."))
+    return model, {"source_finetuned": {"epochs": tp.epochs, "pairs": len(train), **fit}}
+
+
 def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> dict:
-    """Distil the static start into ``tmp``/static; return what stage cut records (cut.json)."""
+    """Distil the static start into ``tmp``/static (from static.model, fine-tuned on gold first into
+    ``tmp``/source with static.finetune); return what stage cut records (cut.json)."""
     st, ep = params.static, params.embed
     spec = cutting.static_from(params)
-    teacher = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code)
+    tuned: dict = {}
+    if st.finetune:
+        teacher, tuned = finetuned(params, clean, dev, spec, tmp / cutting.SOURCE_DIR)
+    else:
+        teacher = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code)
     sentences: list[str] = []
     if st.weights == "counts" or st.words:  # the sentences stage embed learns, drawn as it draws them (its corpus too)
         sentences, _ = sentences_of(ep, clean, params.augment.unicode_form, params.augment.min_chars,
@@ -40,9 +68,10 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> d
         "dataset": params.data.name, **{k: v for k, v in facts.items() if k not in ("from", "dev", "whole_dev")}},
         "Token vectors distilled from the transformer as Model2Vec does (pldistill/static.py): a sentence is the "
         "mean of its tokens' vectors; stages embed and distill train it next."))
-    print(f"cut: static start from {spec}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
+    source = f"{spec} fine-tuned on gold ({st.finetune} epochs)" if tuned else spec
+    print(f"cut: static start from {source}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
           f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
-    return {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts}
+    return {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts, **tuned}
 
 
 def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:

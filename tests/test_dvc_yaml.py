@@ -41,10 +41,11 @@ def test_download_runs_after_check_and_not_the_training_sections():
                 "pldistill/validate.py"} & set(deps)
 
 
-@pytest.mark.parametrize("stage", ["check", "download", "augment", "sample", "cut"])
+@pytest.mark.parametrize("stage", ["check", "download", "augment", "sample"])
 def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
     """DVC reruns a stage when a file in its deps changes: the data stages must not list the training code, so
-    an edit to the loop or a trainer leaves them cached (`dvc status` shows only the training stages)."""
+    an edit to the loop or a trainer leaves them cached (`dvc status` shows only the training stages). Stage cut
+    trains (static.finetune: a static start's transformer learns the gold pairs first), so it lists it."""
     training = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/teachers.py",
                 "pldistill/embedding.py", "pldistill/dse.py"}
     assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))

@@ -14,6 +14,7 @@ from pldistill.errors import ModelError
 from pldistill.io import sha256_file
 from pldistill.models import BiEncoder, StaticEmbedding, is_static
 from pldistill.validate import parse_params
+from stages.embed import embed_teacher
 from tests.conftest import run_chain
 
 
@@ -106,6 +107,29 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     timing = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
     assert timing["student"]["batch_size"] == params.evaluate.static_batch_size  # as a static model's users encode
     assert timing["teacher"]["batch_size"] == timing["student"]["reference_batch_size"] == params.evaluate.batch_size
+
+
+def test_a_static_start_from_its_model_fine_tuned_on_gold(chains, tmp_path):
+    chain = chains("augsbert")
+    raw = chain.params.model_dump(mode="json")
+    params = parse_params({**raw, "student": {**raw["student"], "kind": "static"},
+                           "static": {"dims": 16, "finetune": 1}})
+    root = chain.copy_to(tmp_path / "c")
+    run_chain(params, root, ("cut",))
+    choice = json.loads((root / "models/cut/cut.json").read_text())
+    tuned = choice["source_finetuned"]
+    assert tuned["epochs"] == 1 and tuned["pairs"] > 0 and tuned["steps"] > 0
+    source = BiEncoder.load(str(root / "models/cut/source"))  # the transformer, fine-tuned, beside the start
+    whole = BiEncoder.load(params.student.model)
+    assert not is_static(source.model)
+    a, b = (m.model.encode(["a cat"], convert_to_numpy=True) for m in (source, whole))
+    assert not np.allclose(a, b)  # it learned the gold pairs
+    resolved = cutting.resolve(params, root / "models/cut", trains="embed")
+    assert resolved.static.model == str(root / "models/cut/source")  # stage embed learns its embeddings
+    assert embed_teacher(resolved) == resolved.static.model
+    first = sha256_file(root / "models/cut/static/model.safetensors")
+    run_chain(params, root, ("cut",))  # the same seed: the same bytes
+    assert sha256_file(root / "models/cut/static/model.safetensors") == first
 
 
 def test_static_is_refused_where_the_recipe_needs_a_transformer_and_without_stage_cut():
