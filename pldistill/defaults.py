@@ -125,7 +125,7 @@ DEFAULTS = {
     },
     'static': {
         'model': 'auto',
-        'finetune': 0,
+        'finetune': 4,
         'dims': None,
         'weights': 'counts',
         'sif': 0.001,

@@ -72,7 +72,7 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
         ("cut chosen on dev", "augsbert", ("cut", "embed"),  # (the others read the choice as test_cut checks)
          {"student": {"layers": "auto", "keep": 1}, "embed": {"epochs": 1, "batch_size": 8}}),
         ("static student", "augsbert", ("cut", "gold", "embed", "distill", "evaluate"),
-         {"student": {"kind": "static"}, "static": {"dims": 16},
+         {"student": {"kind": "static"}, "static": {"dims": 16, "finetune": 0},
           "embed": {"epochs": 1, "corpus": str(corpus), "max_corpus": 2, "batch_size": 8}}),
         ("static student from its model fine-tuned on gold", "augsbert", ("cut", "embed"),
          {"student": {"kind": "static"}, "static": {"dims": 16, "finetune": 1},

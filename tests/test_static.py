@@ -76,7 +76,7 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     chain = chains("augsbert")
     raw = chain.params.model_dump(mode="json")
     params = parse_params({**raw, "student": {**raw["student"], "kind": "static"},
-                           "static": {"dims": 16, "lr": 0.05, "embed_lr": 0.05},
+                           "static": {"dims": 16, "lr": 0.05, "embed_lr": 0.05, "finetune": 0},  # the model as given
                            "embed": {**raw["embed"], "epochs": 1, "batch_size": 8}})
     root = chain.copy_to(tmp_path / "c")
     report = run_chain(params, root, ("cut",))
