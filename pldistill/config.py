@@ -113,14 +113,10 @@ class Params(_Section):
 
     _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
 
-    @model_validator(mode="before")
     @classmethod
-    def _auto_strategy(cls, raw: object) -> object:
+    def _resolved(cls, raw: dict) -> dict:
         # sample.strategy auto: the pairs the user gave (data.unscored) are what the teacher labels (measured on STS-B:
         # the best student of docs/fast-student.md learned them); without any, BM25 pairs of the training sentences
-        if not isinstance(raw, dict):
-            return raw
-        raw = _merged(cls.params_yaml, raw)  # the keys left out first: either before validator may run first
         sample, data = raw["sample"], raw["data"]
         if not isinstance(sample, dict) or not isinstance(data, dict) or sample.get("strategy") != "auto":
             return raw  # (a section that is not a mapping is refused by its own model)

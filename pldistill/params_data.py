@@ -61,7 +61,14 @@ class _Section(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _defaults_from_params_yaml(cls, raw: object) -> object:
-        return _merged(cls.params_yaml, raw) if isinstance(raw, dict) and cls.params_yaml is not None else raw
+        if not isinstance(raw, dict):
+            return raw  # (refused by the model itself)
+        return cls._resolved(raw if cls.params_yaml is None else _merged(cls.params_yaml, raw))
+
+    @classmethod
+    def _resolved(cls, raw: dict) -> dict:
+        """``raw``, every key given or defaulted, with the values that stand for others resolved (none here)."""
+        return raw
 
     @field_validator("*", mode="before")
     @classmethod

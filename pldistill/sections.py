@@ -7,27 +7,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError
 
 from pldistill.defaults_data import DEFAULTS
 from pldistill.errors import ConfigError
 from pldistill.names import registered
-from pldistill.params_data import AdaptParams, DataParams, _merged
+from pldistill.params_data import AdaptParams, DataParams, _Section
 from pldistill.params_file import describe, read_params
 
 
-class DataSections(BaseModel):
+class DataSections(_Section):
     """seed, data and adapt, as pldistill.config.Params holds them; the other sections are not read."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+    params_yaml = DEFAULTS
     seed: int = Field(ge=0)
     data: DataParams
     adapt: AdaptParams
-
-    @model_validator(mode="before")
-    @classmethod
-    def _defaults_from_params_yaml(cls, raw: object) -> object:
-        return _merged(DEFAULTS, raw) if isinstance(raw, dict) else raw  # as pldistill.config.Params fills them
 
 
 def load_data_sections(path: Path | str = "params.yaml") -> DataSections:

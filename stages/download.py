@@ -12,7 +12,6 @@ from pldistill.io import write_report
 from pldistill.params_data import DataParams
 from pldistill.runtime import run_stage
 from pldistill.sections import DataSections, load_data_sections
-from pldistill.seeding import seed_all
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
        "fractions, and data.max_train must leave train at least 2")
@@ -56,7 +55,7 @@ def download(params: DataSections, out: Path, report: Path) -> dict:
     """``params``: the sections it reads (pldistill.sections; a whole Params serves as well). Malformed rows are
     dropped and counted by reason. The target is drawn first from the seed's stream, so adding a source domain
     leaves the target's split as it was."""
-    rng, _ = seed_all(params.seed)
+    rng = np.random.default_rng(params.seed)  # the stream seed_all's numpy generator gives; no torch in a data stage
     result = fetch(params.data, rng, out)
     if params.adapt.data:
         result["adapt"] = fetch(params.adapt.data, rng, out / datasets.SOURCE_DIR)
