@@ -34,6 +34,10 @@ def fit_facts(summary: dict, sp) -> dict:
         devs = ", ".join(f"seed {t['seed']} {t['best_dev']}" for t in soup["trials"])
         facts["model soup"] = (f"{soup['seeds']} seeds trained to the end ({devs} dev), their weights averaged "
                                f"({soup['soup_dev']} dev): kept {soup['kept']}")
+    if w := summary.get("wise"):
+        facts["weights mixed with the start (WiSE-FT)"] = (
+            f"(1 - a) trained + a start, a from 0.1 to 0.9 scored on dev (trained {w['trained_dev']}): "
+            + (f"kept a = {w['kept']} ({w['best_dev']} dev)" if w["kept"] else "no mix beat the trained model"))
     return facts
 
 

@@ -114,6 +114,7 @@ DEFAULTS = {
         'seeds': 1,
         'seed_stop': 0.2,
         'soup': False,
+        'wise': True,
         'bf16': False,
         'precision': None,
         'accumulate': 1,

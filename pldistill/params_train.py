@@ -116,6 +116,8 @@ class StudentParams(TrainParams):
     # transformer: `model`, cut to `layers` | static: token vectors distilled from a transformer (section static;
     # pldistill/static.py), no transformer at run time
     kind: Literal["transformer", "static"]
+    # after each pair training: the weights mixed with its start's where dev prefers a mix (WiSE-FT; pldistill.soup)
+    wise: bool
 
 
 class TeacherMember(TrainParams):

@@ -1,7 +1,13 @@
-"""A model soup (Wortsman et al., 2022): one training run per seed, each to its end from the same start, and their
-weights averaged. Runs fine-tuned from one start stay in one basin, so their average is a model too, often better
-than any of them (on STS-B, three seeds of the static student: 79.87 test against 79.18 / 79.36 / 79.65 alone;
-docs/static-student.md). The soup is kept only where it beats the best single run on dev, so selection stays on dev.
+"""Weight-space averages of runs that share a start, each kept only where it beats what it averages on dev, so
+selection stays on dev:
+
+- a model soup (Wortsman et al., 2022, "Model soups"): one training run per seed, each to its end from the same
+  start, and their weights averaged. Runs fine-tuned from one start stay in one basin, so their average is a model
+  too, often better than any of them (on STS-B, three seeds of the static student: 79.87 test against 79.18 / 79.36 /
+  79.65 alone; docs/static-student.md);
+- WiSE-FT (Wortsman et al., 2022, "Robust fine-tuning of zero-shot models"): the trained model's weights mixed with
+  its start's, ``(1 - a) * trained + a * start``, ``a`` on a grid chosen on dev. Fine-tuning on a few pairs pulls a
+  model away from what its start knew more broadly; part of the way back often keeps both.
 """
 
 from __future__ import annotations
@@ -24,6 +30,38 @@ def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     are the first's, which every run shares."""
     return {k: torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v
             for k, v in states[0].items()}
+
+
+WISE_GRID = tuple(i / 10 for i in range(1, 10))  # the start's share a, tried in turn (0 is the trained model)
+
+
+def interpolate(trained: dict[str, torch.Tensor], start: dict[str, torch.Tensor], a: float) -> dict[str, torch.Tensor]:
+    """``(1 - a) * trained + a * start``, key by key; integer buffers are the trained model's."""
+    return {k: ((1 - a) * v.float() + a * start[k].float()).to(v.dtype) if v.is_floating_point() else v
+            for k, v in trained.items()}
+
+
+def mix_with_start(module: torch.nn.Module, start: dict[str, torch.Tensor], dev_score: Callable[[], float],
+         trained_dev: float) -> dict:
+    """Mix ``module``'s trained weights with ``start`` (the state dict it trained from) at each share of
+    ``WISE_GRID``, score each mix on dev, and leave ``module`` holding the best: a mix only where it beats the trained
+    model's ``trained_dev`` (a tie keeps the trained model). What was tried and kept, for the report."""
+    t0 = time.perf_counter()
+    trained = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    if trained.keys() != start.keys():
+        raise ValueError(f"WiSE mixes a model with its start; their weights differ in name: "
+                         f"{sorted(trained.keys() ^ start.keys())[:5]}")
+    devs, kept, best = {}, 0.0, trained_dev
+    for a in WISE_GRID:
+        module.load_state_dict(interpolate(trained, start, a))
+        module.eval()
+        devs[a] = float(distributed.on_main(dev_score))
+        if devs[a] > best:
+            kept, best = a, devs[a]
+    module.load_state_dict(interpolate(trained, start, kept) if kept else trained)
+    module.eval()
+    return {"trained_dev": trained_dev, "dev": {f"{a:.1f}": d for a, d in devs.items()}, "kept": kept,
+            "best_dev": best, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def fit_soup(start: Callable[[int], tuple[M, Fit]], seeds: list[int]) -> tuple[M, FitResult]:

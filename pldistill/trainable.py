@@ -50,6 +50,7 @@ class FitResult:
     curve: list[dict] = field(default_factory=list)  # one row per dev evaluation
     seeds: dict | None = None  # seed optimisation: each seed's dev score where it was stopped
     soup: dict | None = None  # a soup: each seed's dev score, the average's, and which was kept (pldistill.soup)
+    wise: dict | None = None  # WiSE-FT: each mix with the start scored on dev, and the share kept (pldistill.soup)
     precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
 
     def write_curve(self, path: Path | str) -> None:
@@ -62,7 +63,7 @@ class FitResult:
         if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
             out["precision"] = self.precision
         return {**out, **({"seed_optimisation": self.seeds} if self.seeds else {}),
-                **({"soup": self.soup} if self.soup else {})}
+                **({"soup": self.soup} if self.soup else {}), **({"wise": self.wise} if self.wise else {})}
 
 
 def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:

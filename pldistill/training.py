@@ -34,7 +34,7 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length
 from pldistill.seeding import seed_all
-from pldistill.soup import fit_soup
+from pldistill.soup import fit_soup, mix_with_start
 from pldistill.trainable import columns
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -120,11 +120,24 @@ def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchL
 
 def train_model(
     params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
-    dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi",
+    dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi", wise: bool = False,
 ) -> tuple[BiEncoder | CrossModel, FitResult]:
     """Load ``params.model`` as a bi-encoder (``kind`` bi: ``params.loss``) or a cross-encoder (cross: soft BCE on
     scores in [0, 1]) and train it on ``params.trainer``'s engine, selected on dev Spearman; with ``params.seeds``
-    > 1, seed-optimised (``fit_seeds``). A model one already holds trains through ``fit_at``."""
+    > 1, seed-optimised (``fit_seeds``). ``wise``: then mixed with its start's weights where dev prefers a mix
+    (WiSE-FT, pldistill.soup; a bi-encoder: its start loads again the same, where a new head's draw would not).
+    A model one already holds trains through ``fit_at``."""
+    if wise and kind != "bi":
+        raise ValueError(f"{desc}: WiSE mixes a bi-encoder with its start, which loads the same twice; a {kind} "
+                         f"model's new head is drawn at load")
     load = LOADERS[kind]
-    return _train(lambda: load(params.model, params.max_length, params.trust_remote_code, params.layers),
-                  pair_loss(kind, params.loss), params, eval_params, s1, s2, target, dev, seed, desc)
+
+    def start() -> BiEncoder | CrossModel:
+        return load(params.model, params.max_length, params.trust_remote_code, params.layers)
+
+    model, res = _train(start, pair_loss(kind, params.loss), params, eval_params, s1, s2, target, dev, seed, desc)
+    if wise:
+        res.wise = mix_with_start(model.module, start().module.state_dict(), dev_spearman(model, dev, eval_params),
+                                  res.best_dev)
+        res.best_dev = res.wise["best_dev"]
+    return model, res

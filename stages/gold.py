@@ -26,7 +26,8 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut:
     train = schemas.read(where / "train.parquet", schemas.PAIRS)
     dev = schemas.read(where / "dev.parquet", schemas.PAIRS)
     model, res = train_model(params.student, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
-                             list(train["score"]), dev, params.seed, desc="gold bi-encoder")
+                             list(train["score"]), dev, params.seed, desc="gold bi-encoder",
+                             wise=params.student.wise)
     if not distributed.is_main():  # its share of the training done; rank 0 writes
         return {}
     sp = params.student

@@ -1,4 +1,5 @@
-"""Model soups (pldistill.soup): the average of several seeds' runs, kept only where it beats the best on dev."""
+"""Weight averages (pldistill.soup): a model soup, the average of several seeds' runs, and WiSE-FT, a trained model
+mixed with its start; each kept only where it beats what it averages on dev."""
 
 import types
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from pldistill.models import BiEncoder
-from pldistill.soup import average, fit_soup
+from pldistill.soup import WISE_GRID, average, fit_soup, interpolate, mix_with_start
 from pldistill.trainable import FitResult
 from pldistill.training import train_model
 from pldistill.validate import parse_params
@@ -66,3 +67,61 @@ def test_train_model_soup_averages_the_seeds_it_would_train_alone(tiny_model_dir
     assert isinstance(soup, BiEncoder) and "soup" in res.summary()
     with pytest.raises(Exception, match="soup averages the runs of several seeds; found seeds 1"):
         params(soup=True)
+
+
+def test_interpolate_mixes_float_weights_and_keeps_integer_buffers():
+    trained = {"w": torch.tensor([1.0, 2.0]), "ids": torch.tensor([0, 1])}
+    start = {"w": torch.tensor([3.0, 6.0]), "ids": torch.tensor([5, 5])}
+    out = interpolate(trained, start, 0.25)
+    assert torch.allclose(out["w"], torch.tensor([1.5, 3.0])) and torch.equal(out["ids"], trained["ids"])
+
+
+def _one_weight(value: float) -> torch.nn.Linear:
+    module = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        module.weight.fill_(value)
+    return module
+
+
+@pytest.mark.parametrize("peak, kept", [(0.7, 0.3), (0.2, 0.8), (1.0, 0.0), (1.3, 0.0)])
+def test_wise_keeps_the_mix_dev_scores_best_and_the_trained_model_on_a_tie_or_a_loss(peak, kept):
+    module = _one_weight(1.0)  # trained 1.0, start 0.0: a mix with share a is the weight 1 - a
+    start = {"weight": torch.zeros(1, 1)}
+
+    def dev():  # dev peaks where the weight is `peak`
+        return round(100 - 10 * (module.weight.item() - peak) ** 2, 4)
+
+    out = mix_with_start(module, start, dev, trained_dev=dev())
+    assert out["kept"] == pytest.approx(kept) and list(out["dev"]) == [f"{a:.1f}" for a in WISE_GRID]
+    assert module.weight.item() == pytest.approx(1 - kept)
+    assert out["best_dev"] == max([out["trained_dev"], *out["dev"].values()])
+    if not kept:
+        assert module.weight.item() == 1.0  # the trained weights themselves, not a mix at a = 0
+
+
+def test_wise_refuses_a_start_of_another_shape_naming_the_weights():
+    with pytest.raises(ValueError, match="differ in name: \\['other', 'weight'\\]"):
+        mix_with_start(_one_weight(1.0), {"other": torch.zeros(1)}, lambda: 0.0, 0.0)
+
+
+def test_train_model_wise_is_the_trained_model_mixed_with_its_start_at_the_share_dev_chose(tiny_model_dir):
+    # a rate that overshoots, and the last step kept: here a mix with the start scores best on dev (a = 0.2)
+    p = parse_params({"student": {"model": str(tiny_model_dir), "layers": None, "max_length": 32, "lr": 5e-2,
+                                  "select": "last", "batch_size": 8, "epochs": 2, "evals_per_epoch": 1},
+                      "evaluate": {"bf16": False}})
+    train, dev = make_pairs(32), make_pairs(24, offset=100)
+
+    def run(**kw):
+        return train_model(p.student, p.evaluate, list(train["sentence1"]), list(train["sentence2"]),
+                           list(train["score"]), dev, 7, "test", **kw)
+
+    (plain, rp), (mixed, rw) = run(), run(wise=True)
+    assert rw.wise["kept"] > 0, rw.wise
+    start = BiEncoder.load(str(tiny_model_dir), 32).module.state_dict()
+    want = interpolate(plain.module.state_dict(), start, rw.wise["kept"])
+    for k, v in mixed.module.state_dict().items():
+        assert torch.equal(v, want[k]), k
+    assert rw.wise["trained_dev"] == rp.best_dev and rw.best_dev == max(rp.best_dev, *rw.wise["dev"].values())
+    assert rw.summary()["wise"] == rw.wise and "wise" not in rp.summary()
+    with pytest.raises(ValueError, match="WiSE mixes a bi-encoder"):
+        run(wise=True, kind="cross")

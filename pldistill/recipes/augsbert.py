@@ -40,7 +40,8 @@ class AugSBERT(Recipe):
         start_from = student_start(params, dirs.embed)
 
         def first() -> tuple[BiEncoder, FitResult]:
-            return train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student")
+            return train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student",
+                               wise=start_from.wise)
 
         if params.cycles > 1:
             return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)

@@ -116,7 +116,8 @@ class Cycles(Engine):
             "model": str(student.path / MODEL), "layers": None, "epochs": self.p.rounds.epochs, "seeds": 1,
             "trust_remote_code": False})
         seed = int(digest({"seed": self.p.seed, "fit": cycle})[:8], 16)
-        model, res = train_model(sp, self.p.evaluate, s1, s2, y, self.select_on, seed, desc=f"student, cycle {cycle}")
+        model, res = train_model(sp, self.p.evaluate, s1, s2, y, self.select_on, seed, desc=f"student, cycle {cycle}",
+                                 wise=sp.wise)
         self._keep(tmp, meta, model, res)
         meta["silver_pairs"] = len(silver)
 
