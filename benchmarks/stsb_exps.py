@@ -10,6 +10,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
     python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
     python benchmarks/stsb_exps.py run --rows static-default,static-soup --seeds 42,43,44  # the default teacher choice
     python benchmarks/stsb_exps.py run --rows static-ft-soup --seeds 42,43,44  # the start: MiniLM tuned on gold
+    python benchmarks/stsb_exps.py run --rows static-ft-wise --seeds 42,43,44  # and mixed with its start (WiSE-FT)
     python benchmarks/stsb_exps.py table                            # Markdown, mean over seeds
 """
 
@@ -27,42 +28,49 @@ ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 DATA = {"data.dataset": "stsb", "data.max_train": 1000, "data.unscored": "rest"}
 MPNET_FT = {"teacher.model": "bundled:all-mpnet-base-v2", "teacher.finetune": "true", "teacher.epochs": 4,
             "teacher.evals_per_epoch": 1, "embed.teacher": "bundled:all-MiniLM-L6-v2"}
+# every row but the last was measured before student.wise (true since): they pin it off, as they ran
+BEFORE_WISE = {"student.wise": "false"}
 # static rows measured before static.finetune (a start from the whole MiniLM as given) pin it to 0, as they ran
-STATIC = {"student.kind": "static", "static.finetune": 0, "teacher.model": "bundled:all-mpnet-base-v2",
+STATIC = {**BEFORE_WISE, "student.kind": "static", "static.finetune": 0, "teacher.model": "bundled:all-mpnet-base-v2",
           "teacher.candidates": "[]"}
 CORPUS = "{corpus}"  # a row's placeholder for --corpus, an absolute path (a queued run is in a temporary copy)
 ROWS: dict[str, dict[str, object]] = {
-    "default": {},  # the data settings only: what a user gets
-    "gold-only": {"sample.strategy": "none", "embed.epochs": 0},
-    "embed-given": {"sample.strategy": "given"},
-    "embed-given-mpnet-ft": {"sample.strategy": "given", **MPNET_FT},
+    "default": {**BEFORE_WISE},  # the data settings only: what a user gets
+    "gold-only": {**BEFORE_WISE, "sample.strategy": "none", "embed.epochs": 0},
+    "embed-given": {**BEFORE_WISE, "sample.strategy": "given"},
+    "embed-given-mpnet-ft": {**BEFORE_WISE, "sample.strategy": "given", **MPNET_FT},
     # the default with the 147,055-sentence corpus of benchmarks/corpus.py in the embedding step (--corpus): one pass
     # over its ~157k sentences is three times the steps of the default's five over the task's ~10k; four dev
     # evaluations in it keep the best point
-    "corpus": {"embed.corpus": CORPUS, "embed.epochs": 1, "embed.evals_per_epoch": 4},
+    "corpus": {**BEFORE_WISE, "embed.corpus": CORPUS, "embed.epochs": 1, "embed.evals_per_epoch": 4},
     # student.kind static (docs/static-student.md): token vectors distilled from the whole MiniLM, taught by MPNet as
     # given (its labels of the given pairs; MPNet fine-tuned is not tried: its half hour would be most of the row)
     "static": STATIC,
     # the default recipe's teacher choice (MiniLM and MPNet as given, MPNet fine-tuned on gold, scored on dev) labelling
     # for a static student: the data settings and student.kind alone
-    "static-default": {"student.kind": "static", "static.finetune": 0},
+    "static-default": {**BEFORE_WISE, "student.kind": "static", "static.finetune": 0},
     # and a soup of three student seeds (student.soup): each trains to its end, their average kept where it beats
     # the best seed on dev (else that seed); the gold-only baseline the same
-    "static-soup": {"student.kind": "static", "static.finetune": 0, "student.seeds": 3, "student.soup": "true"},
+    "static-soup": {**BEFORE_WISE, "student.kind": "static", "static.finetune": 0, "student.seeds": 3,
+                    "student.soup": "true"},
     # and the start distilled from the whole MiniLM fine-tuned on the gold pairs first (static.finetune: 4 epochs, the
     # teacher section's step settings, the default since), whose embeddings stage embed learns
-    "static-ft-soup": {"student.kind": "static", "static.finetune": 4, "student.seeds": 3, "student.soup": "true"},
+    "static-ft-soup": {**BEFORE_WISE, "student.kind": "static", "static.finetune": 4, "student.seeds": 3,
+                       "student.soup": "true"},
     # the same, its embedding step on the task's sentences and the corpus's (--corpus): two passes, eight dev points
     "static-corpus": {**STATIC, "embed.corpus": CORPUS, "embed.epochs": 2, "embed.evals_per_epoch": 4},
     # the plain Model2Vec-style start: SIF weights from the vocabulary's order, no task sentence counted (its start
     # column); its student column is that start trained on the gold pairs alone
-    "static-plain": {"student.kind": "static", "static.finetune": 0, "static.weights": "zipf",
+    "static-plain": {**BEFORE_WISE, "student.kind": "static", "static.finetune": 0, "static.weights": "zipf",
                      "teacher.candidates": "[]", "sample.strategy": "none", "embed.epochs": 0},
     # the cross-encoder benchmarks/label_throughput.py and prefetch.py time (models/teacher/member-00 of
     # `dvc exp apply cross-2000-s42`): MiniLM fine-tuned on 2,000 gold pairs, 1 epoch, lr 5e-5; nothing else runs
-    "cross-2000": {"data.max_train": 2000, "teacher.kind": "cross", "teacher.finetune": "true", "teacher.epochs": 1,
-                   "teacher.lr": 5e-5, "teacher.evals_per_epoch": 1, "teacher.candidates": "[]",
+    "cross-2000": {**BEFORE_WISE, "data.max_train": 2000, "teacher.kind": "cross", "teacher.finetune": "true",
+                   "teacher.epochs": 1, "teacher.lr": 5e-5, "teacher.evals_per_epoch": 1, "teacher.candidates": "[]",
                    "sample.strategy": "none", "embed.epochs": 0},
+    # static-ft-soup with the student's weights mixed with its start's where dev prefers a mix (student.wise, the
+    # default since: WiSE-FT), after the soup
+    "static-ft-wise": {"student.kind": "static", "static.finetune": 4, "student.seeds": 3, "student.soup": "true"},
 }
 # The columns read back: eval.json keys (dotted) -> the table's header.
 COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
