@@ -136,12 +136,21 @@ def leftovers(project: Path) -> list[str]:
     return sorted(found)
 
 
+def _scores(report: object) -> object:
+    """An eval.json without its speed ratios (``speed``: measured encode speeds, other in every run)."""
+    if isinstance(report, dict):
+        return {k: _scores(v) for k, v in report.items() if k != "speed"}
+    return report
+
+
 def artifacts(project: Path) -> dict[str, str]:
     """sha256 of every file under data/ and models/ (Parquet, model.safetensors, configs, cards) and of
-    metrics/eval.json. The pipeline is deterministic on CPU for one seed, so equal runs are equal here."""
+    metrics/eval.json's scores. The pipeline is deterministic on CPU for one seed, so equal runs are equal here."""
     files = [f for top in ("data", "models") for f in (project / top).rglob("*") if f.is_file()]
-    files.append(project / "metrics" / "eval.json")
-    return {f.relative_to(project).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(files)}
+    out = {f.relative_to(project).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(files)}
+    scores = _scores(json.loads((project / "metrics" / "eval.json").read_text()))
+    out["metrics/eval.json"] = hashlib.sha256(json.dumps(scores, sort_keys=True).encode()).hexdigest()
+    return out
 
 
 def git_status(project: Path) -> str:
