@@ -26,11 +26,17 @@ from pldistill.trainable import FitResult
 M = TypeVar("M")
 
 
-def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The element-wise mean of several state dicts of one architecture; integer buffers (token ids, position ids)
-    are the first's, which every run shares."""
-    return {k: torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v
+def _combine(states: list[dict[str, torch.Tensor]],
+             fn: Callable[[list[torch.Tensor]], torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Several state dicts of one architecture made one, key by key: ``fn`` of their float weights (as float32, cast
+    back to the first's dtype); integer buffers (token ids, position ids) are the first's, which every run shares."""
+    return {k: fn([s[k].float() for s in states]).to(v.dtype) if v.is_floating_point() else v
             for k, v in states[0].items()}
+
+
+def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of several state dicts of one architecture."""
+    return _combine(states, lambda ts: torch.stack(ts).mean(0))
 
 
 WISE_GRID = tuple(i / 10 for i in range(1, 10))  # the start's share a, tried in turn (0 is the trained model)
@@ -38,8 +44,7 @@ WISE_GRID = tuple(i / 10 for i in range(1, 10))  # the start's share a, tried in
 
 def interpolate(trained: dict[str, torch.Tensor], start: dict[str, torch.Tensor], a: float) -> dict[str, torch.Tensor]:
     """``(1 - a) * trained + a * start``, key by key; integer buffers are the trained model's."""
-    return {k: ((1 - a) * v.float() + a * start[k].float()).to(v.dtype) if v.is_floating_point() else v
-            for k, v in trained.items()}
+    return _combine([trained, start], lambda ts: (1 - a) * ts[0] + a * ts[1])
 
 
 def mix_with_start(module: torch.nn.Module, start: dict[str, torch.Tensor], dev_score: Callable[[], float],
