@@ -112,7 +112,7 @@ def path_for(key: str) -> Path | None:
     return path
 
 
-def _tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     # safetensors refuses tensors sharing memory (tied weights); a copy each is what loading restores anyway
     return {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
 
@@ -147,15 +147,15 @@ def save(path: Path, model: dict[str, torch.Tensor], optimizer: dict, rng: dict[
     ``best_unchanged``: the best weights are those of the checkpoint being replaced; linked, not rewritten."""
     opt_tensors, opt_rest = split_optimizer(optimizer)
     with atomic_dir(path) as tmp:
-        save_file(_tensors(model), str(tmp / "model.safetensors"))
-        save_file(_tensors(opt_tensors), str(tmp / "optimizer.safetensors"))
-        save_file(_tensors(rng), str(tmp / "rng.safetensors"))
+        save_file(tensors(model), str(tmp / "model.safetensors"))
+        save_file(tensors(opt_tensors), str(tmp / "optimizer.safetensors"))
+        save_file(tensors(rng), str(tmp / "rng.safetensors"))
         if best is not None:
             old = path / "best.safetensors"
             if best_unchanged and old.is_file():
                 os.link(old, tmp / "best.safetensors")  # the rename below keeps the inode alive
             else:
-                save_file(_tensors(best), str(tmp / "best.safetensors"))
+                save_file(tensors(best), str(tmp / "best.safetensors"))
         body = {"format": FORMAT, **state, "optimizer": opt_rest}
         (tmp / STATE).write_text(json.dumps(body))
 

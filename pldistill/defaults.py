@@ -154,6 +154,7 @@ DEFAULTS = {
         'precision': None,
         'accumulate': 1,
         'optimizer': 'adamw',
+        'trainer': 'ours',
         'checkpoint_every': None,
     },
     'rounds': {'pairs': 2000, 'top_k': 5, 'epochs': 1},
@@ -176,6 +177,7 @@ DEFAULTS = {
             'precision': None,
             'accumulate': 1,
             'optimizer': 'adamw',
+            'trainer': 'ours',
             'checkpoint_every': None,
         },
         'bi': {
@@ -191,6 +193,7 @@ DEFAULTS = {
             'precision': None,
             'accumulate': 1,
             'optimizer': 'adamw',
+            'trainer': 'ours',
             'checkpoint_every': None,
         },
     },
@@ -211,6 +214,7 @@ DEFAULTS = {
         'precision': None,
         'accumulate': 1,
         'optimizer': 'adamw',
+        'trainer': 'ours',
         'checkpoint_every': None,
     },
     'ensemble': {
@@ -232,6 +236,7 @@ DEFAULTS = {
             'precision': None,
             'accumulate': 1,
             'optimizer': 'adamw',
+            'trainer': 'ours',
             'checkpoint_every': None,
         },
         'distill': {
@@ -249,6 +254,7 @@ DEFAULTS = {
             'precision': None,
             'accumulate': 1,
             'optimizer': 'adamw',
+            'trainer': 'ours',
             'checkpoint_every': None,
         },
     },

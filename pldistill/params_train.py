@@ -44,8 +44,20 @@ class StepParams(_Section):
     checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
                                                       # N every N steps, 0 none (pldistill/checkpoints.py)
     select: Literal["dev", "last"]  # the checkpoint kept: best dev score (the start counts) | the last
+    # the engine: ours, pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
+    # (pldistill/st_trainer.py; not with seeds > 1)
+    trainer: Literal["ours", "sentence-transformers"]
 
     _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
+
+    @field_validator("trainer")
+    @classmethod
+    def _trainer_installed(cls, v: str) -> str:
+        lacking = [p for p in ("datasets", "accelerate") if importlib.util.find_spec(p) is None]
+        if v == "sentence-transformers" and lacking:
+            raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
+                             f"pip install 'pldistill[trainers]' (or set trainer: ours)")
+        return v
 
     @model_validator(mode="after")
     def _one_precision(self) -> StepParams:
@@ -74,23 +86,11 @@ class TrainParams(StepParams):
     seed_stop: float = Field(gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
     soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/soup.py)
     layers: tuple[int, ...] | None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
-    # ours: pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
-    # (pldistill/st_trainer.py; not with seeds > 1)
-    trainer: Literal["ours", "sentence-transformers"]
     # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
     # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there
     loss: Literal["cosine", "cosent"]
 
     _known_model = field_validator("model")(_model_spec)
-
-    @field_validator("trainer")
-    @classmethod
-    def _trainer_installed(cls, v: str) -> str:
-        lacking = [p for p in ("datasets", "accelerate") if importlib.util.find_spec(p) is None]
-        if v == "sentence-transformers" and lacking:
-            raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
-                             f"pip install 'pldistill[trainers]' (or set trainer: ours)")
-        return v
 
     @model_validator(mode="after")
     def _a_soup_of_seeds(self) -> TrainParams:

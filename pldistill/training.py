@@ -1,9 +1,9 @@
-"""The two ways in to training, on our loop (pldistill.loop): ``train_model`` loads a model by its params and trains it
-there or on sentence-transformers' trainers (pldistill.st_trainer, ``trainer: sentence-transformers``), with
-``seeds`` > 1 seed-optimised; ``fit_at`` trains a model one holds (an embedding step's student, a sub-model, a
-DSE student, a Trans-Encoder side) with the loss it is given, on as many text columns as that loss reads
-(sentences, pairs, triplets). Both select on dev
-Spearman; also the dev scorer every run is selected by.
+"""The two ways in to training, each on either engine, our loop (pldistill.loop) or sentence-transformers' trainers
+(pldistill.st_trainer, a section's ``trainer: sentence-transformers``): ``train_model`` loads a model by its params
+and trains it on pairs, with ``seeds`` > 1 seed-optimised (our loop); ``fit_at`` trains a model one holds (an
+embedding step's student, a sub-model, a DSE student, a Trans-Encoder side) with the loss it is given, on as many
+text columns as that loss reads (sentences, pairs, triplets). Both select on dev Spearman; also the dev scorer
+every run is selected by.
 
 Our loop's names (``Fit``, ``fit``, ``fit_seeds``, ``FitResult``, ...) are importable from here too.
 """
@@ -65,7 +65,8 @@ def fit_at(
     """Train a model one holds (``fit`` on its module; a DSE student too, which trains and scores as these do),
     truncating inputs at ``params.max_length`` (e.g. 32 for speed) while dev is scored at the model's own length,
     as evaluation will score it. ``texts``: the rows' text columns, as ``batch_loss`` reads them ((sentence,) for
-    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``: as ``Fit``'s."""
+    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``: as ``Fit``'s. ``params.trainer``
+    sentence-transformers: on its trainer (``st_trainer.fit``), seeded from ``generator``; no prefetch there."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -74,6 +75,11 @@ def fit_at(
             return score()
 
     with at_length(model, params.max_length):
+        if params.trainer == "sentence-transformers":
+            st_trainer.refuse(params, 1, desc)
+            seed = int(torch.randint(2**31 - 1, (1,), generator=generator))  # the Trainer's sampler and dropout
+            return st_trainer.fit(model.module, batch_loss, texts, target, dev_score, params, seed, desc,
+                                  precision(params, desc), lr_by_prefix)
         return fit(model.module, batch_loss, texts, target, dev_score, params, generator, desc=desc,
                    lr_by_prefix=lr_by_prefix, prefetch=prefetch)
 

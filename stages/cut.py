@@ -33,7 +33,7 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
     t = params.teacher  # its step settings (lr, batch_size, warmup, ...) and engine; read key by key, as tracked
     steps = {k: getattr(t, k) for k in StepParams.model_fields if k not in ("epochs", "evals_per_epoch")}
     tp = TrainParams(**steps, model=spec, epochs=params.static.finetune, evals_per_epoch=1, layers=None, seeds=1,
-                     seed_stop=t.seed_stop, soup=False, trainer=t.trainer, loss="cosine",
+                     seed_stop=t.seed_stop, soup=False, loss="cosine",
                      trust_remote_code=params.student.trust_remote_code)
     model, res = train_model(tp, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
                              list(train["score"]), dev, params.seed, desc="cut: static.model on gold")

@@ -7,6 +7,7 @@ from transformers import Trainer
 
 from pldistill import checkpoints
 from pldistill.config import ConfigError
+from pldistill.loop import eval_steps
 from pldistill.training import dev_spearman, train_model
 from pldistill.validate import parse_params
 from tests.conftest import make_pairs
@@ -75,3 +76,140 @@ def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_p
                 for pa, pb in zip(whole.module.state_dict().values(), resumed.module.state_dict().values()))
     assert worst < 1e-6, worst
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # removed once the block succeeded
+
+
+# fit: a model one holds, any loss, any number of text columns (training.fit_at with trainer sentence-transformers)
+
+def _step(**over):
+    from pldistill.params_train import StepParams
+    base = {"epochs": 2, "batch_size": 8, "lr": 2e-3, "warmup": 0.1, "weight_decay": 0.01, "max_length": 32,
+            "evals_per_epoch": 2, "bf16": False, "precision": None, "accumulate": 1, "optimizer": "adamw",
+            "checkpoint_every": None, "select": "dev", "trainer": "sentence-transformers"}
+    return StepParams(**{**base, **over})
+
+
+def _fit_at(model, loss, texts, target, **step):
+    from pldistill.seeding import seed_all
+    from pldistill.training import fit_at
+    p = _params_for_eval()
+    _, gen = seed_all(7)
+    return fit_at(model, loss, texts, target, make_pairs(24, offset=100), _step(**step), p.evaluate, gen, "test",
+                  lr_by_prefix=getattr(model, "_lrs", None))
+
+
+def _params_for_eval():
+    return parse_params({"evaluate": {"bf16": False}})
+
+
+def _sentences_to_embeddings(tiny_model_dir):
+    """The embedding step's shape: one column of sentences, a target embedding a row."""
+    from pldistill.models import BiEncoder
+    torch.manual_seed(0)
+    teacher = BiEncoder.load(str(tiny_model_dir), 32)
+    pairs = make_pairs(40)
+    sentences = list(pairs["sentence1"]) + list(pairs["sentence2"])
+    target = teacher.encode(sentences, bf16=False)
+    torch.manual_seed(1)
+    student = BiEncoder.load(str(tiny_model_dir), 32, layers=(1,))
+
+    def loss(texts, y):
+        (s,) = texts
+        return torch.nn.functional.mse_loss(torch.nn.functional.normalize(student._embed(s).float(), dim=-1), y)
+
+    return student, loss, (sentences,), target
+
+
+def _dse_student(tiny_model_dir):
+    """DSE's shape: an encoder and a head in one module, the head at its own lr."""
+    import numpy as np
+
+    from pldistill.dse import DSE
+    torch.manual_seed(0)
+    dse = DSE.create(str(tiny_model_dir), "mean", hidden=16, max_length=32)
+    dse._lrs = {"head": 1e-2}
+    pairs = make_pairs(40)
+    target = np.stack([pairs["score"].to_numpy() * 8 - 4, pairs["score"].to_numpy()], axis=1).astype(np.float32)
+    return dse, dse.dse_loss_fn(0.5, "regression"), (list(pairs["sentence1"]), list(pairs["sentence2"])), target
+
+
+def _cross_side(tiny_model_dir):
+    """Trans-Encoder's cross side: a cross-encoder on pairs, soft BCE."""
+    from pldistill.models import CrossModel
+    torch.manual_seed(0)
+    cross = CrossModel.load(str(tiny_model_dir), 32)
+    pairs = make_pairs(40)
+    return cross, cross.soft_bce_loss, (list(pairs["sentence1"]), list(pairs["sentence2"])), pairs["score"].to_numpy()
+
+
+SHAPES = {"sentences": _sentences_to_embeddings, "dse": _dse_student, "cross": _cross_side}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_fit_at_runs_any_loss_on_the_trainer_with_our_schedule(tiny_model_dir, shape):
+    model, loss, texts, target = SHAPES[shape](tiny_model_dir)
+    before = {k: v.clone() for k, v in model.module.state_dict().items()}
+    res = _fit_at(model, loss, texts, target, select="last")
+    per_epoch = -(-len(target) // 8)
+    assert res.steps == 2 * per_epoch  # 2 epochs of batch 8
+    assert [r["step"] for r in res.curve] == sorted({0, *eval_steps(per_epoch, _step())})  # our loop's evaluations
+    after = model.module.state_dict()
+    parts = {k.split(".")[0] for k in before}  # a DSE student: encoder and head; the others: their layers
+    moved = {k.split(".")[0] for k in before if not torch.equal(before[k], after[k])}
+    assert moved == parts  # every part learned: the Trainer's optimizer holds the whole module, a head's too
+
+
+def test_fit_at_keeps_the_best_dev_checkpoint_and_same_seed_same_model(tiny_model_dir):
+    model, loss, texts, target = _dse_student(tiny_model_dir)
+    res = _fit_at(model, loss, texts, target)
+    assert res.best_dev == max(r["dev"] for r in res.curve)
+    from pldistill.training import dev_spearman
+    assert abs(dev_spearman(model, make_pairs(24, offset=100), _params_for_eval().evaluate)() - res.best_dev) < 1e-6
+    again, loss2, texts2, target2 = _dse_student(tiny_model_dir)
+    _fit_at(again, loss2, texts2, target2)
+    for (name, pa), pb in zip(model.module.state_dict().items(), again.module.state_dict().values()):
+        assert torch.equal(pa, pb), name
+
+
+def test_fit_at_on_the_trainer_resumes_a_killed_run_head_and_all(tiny_model_dir, tmp_path, monkeypatch):
+    whole, loss, texts, target = _dse_student(tiny_model_dir)
+    _fit_at(whole, loss, texts, target, select="last")
+    save = Trainer._save_checkpoint
+
+    def save_then_die(self, *a, **k):
+        save(self, *a, **k)
+        if self.state.global_step == 5:
+            raise KeyboardInterrupt("killed after the checkpoint at step 5")
+
+    with checkpoints.enabled(tmp_path):
+        monkeypatch.setattr(Trainer, "_save_checkpoint", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            _fit_at(*_dse_student(tiny_model_dir), select="last")
+        (run,) = tmp_path.iterdir()
+        assert (run / "checkpoint-5" / "module.safetensors").is_file()  # the whole module: encoder and head
+        monkeypatch.setattr(Trainer, "_save_checkpoint", save)
+        steps, step = [], Trainer.training_step
+        monkeypatch.setattr(Trainer, "training_step", lambda self, *a, **k: steps.append(1) or step(self, *a, **k))
+        resumed, *rest = _dse_student(tiny_model_dir)
+        _fit_at(resumed, *rest, select="last")
+    assert len(steps) == 10 - 5  # it went on from step 5
+    worst = max(float((pa - pb).abs().max())
+                for pa, pb in zip(whole.module.state_dict().values(), resumed.module.state_dict().values()))
+    assert worst < 1e-6, worst
+
+
+def test_fit_at_on_the_trainer_refuses_several_processes_by_name(tiny_model_dir, monkeypatch):
+    from pldistill import distributed
+    monkeypatch.setattr(distributed, "world", lambda: 2)
+    with pytest.raises(ConfigError, match="runs this training on one process .* set this section's trainer to ours"):
+        _fit_at(*_cross_side(tiny_model_dir))
+
+
+@pytest.mark.parametrize("section", ["embed", "dse", "trans.cross", "trans.bi", "ensemble.sub", "ensemble.distill"])
+def test_every_training_section_takes_a_trainer(section):
+    top, *sub = section.split(".")
+    block = {"trainer": "sentence-transformers"}
+    p = parse_params({top: {sub[0]: block} if sub else block})
+    got = getattr(p, top)
+    assert (getattr(got, sub[0]) if sub else got).trainer == "sentence-transformers"
+    with pytest.raises(Exception, match="trainer"):
+        parse_params({top: {sub[0]: {"trainer": "keras"}} if sub else {"trainer": "keras"}})
