@@ -29,8 +29,11 @@ run: $(STAMP)
 	@echo
 	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"
 
+# the default tier on every core (pytest-xdist; one torch thread a worker, tests/conftest.py); TEST_WORKERS=0: in
+# this process alone. The slow tier stays in one process: its stages time themselves and start their own.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	pytest -q
+	pytest -q -n $(TEST_WORKERS)
 
 test-slow: $(STAMP)
 	pytest -q -m slow

@@ -36,10 +36,21 @@ def digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def portable(path: Path | str) -> str:
+    """A file's name in a key: relative to the working directory (the project a stage runs in) where it lies under
+    it, so a copy of the project -- `dvc exp run --temp`, the queue's workspaces, a moved clone -- finds the steps
+    its original stored; anywhere else, as given."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def fingerprint(files: list[Path | str], params: dict, extra: dict | None = None) -> str:
-    """What a run's steps depend on: the bytes of ``files`` (data, code), ``params`` and ``extra``."""
-    return digest({"files": {str(f): sha256_file(f) for f in sorted(map(str, files))}, "params": params,
-                   "extra": extra or {}})
+    """What a run's steps depend on: the bytes of ``files`` (data, code; each named by ``portable``), ``params`` and
+    ``extra``."""
+    named = {portable(f): sha256_file(f) for f in files}
+    return digest({"files": dict(sorted(named.items())), "params": params, "extra": extra or {}})
 
 
 def step_key(base: str, step: str, parent: str | None) -> str:

@@ -3,6 +3,7 @@ pairs, the teacher labels only those, the student learns on; finished cycles are
 
 import itertools
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -31,13 +32,16 @@ def keys(df: pd.DataFrame) -> set:
     return {pair_key(a, b) for a, b in zip(df["sentence1"], df["sentence2"])}
 
 
-@pytest.fixture
-def grown(chains, tmp_path, monkeypatch):
-    """The augsbert chain run with cycles 2, then grown to 3 on the same store."""
-    chain = chains("augsbert")
-    root = chain.copy_to(tmp_path / "grown")
-    first = distill(with_cycles(chain.params, 2), root, tmp_path / "store", monkeypatch)
-    second = distill(with_cycles(chain.params, 3), root, tmp_path / "store", monkeypatch)
+@pytest.fixture(scope="module")
+def grown(chains, tmp_path_factory):
+    """The augsbert chain run with cycles 2, then grown to 3 on the same store (``base/store``): built once for the
+    module; read it, or copy it before running on it."""
+    chain, base = chains("augsbert"), tmp_path_factory.mktemp("grown")
+    root = chain.copy_to(base / "grown")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)  # as DVC runs a stage: in the project
+        first = distill(with_cycles(chain.params, 2), root, base / "store", mp)
+        second = distill(with_cycles(chain.params, 3), root, base / "store", mp)
     return chain, root, first, second
 
 
@@ -76,13 +80,18 @@ def test_growing_cycles_reuses_the_finished_ones_and_ends_as_a_fresh_run(grown, 
     assert second["steps"]["reused"] == first["steps"]["computed"]
     assert second["steps"]["computed"] == ["c03-mine", "c03-label", "c03-bi"]
     fresh = chain.copy_to(tmp_path / "fresh")
+    monkeypatch.chdir(fresh)
     distill(with_cycles(chain.params, 3), fresh, tmp_path / "other-store", monkeypatch)
     for rel in ARTIFACTS + [f"data/pseudo/cycle-{c:02d}.parquet" for c in (1, 2, 3)]:
         assert (root / rel).read_bytes() == (fresh / rel).read_bytes(), rel
 
 
 def test_a_changed_rounds_param_recomputes_the_later_cycles_only(grown, tmp_path, monkeypatch):
-    chain, root, _, _ = grown
+    chain, grown_root, _, _ = grown
+    root = tmp_path / "grown"
+    shutil.copytree(grown_root, root)
+    shutil.copytree(grown_root.parent / "store", tmp_path / "store")
+    monkeypatch.chdir(root)  # a copy of the project elsewhere (dvc exp run --temp, the queue) finds the same steps
     r = distill(with_cycles(chain.params, 2, pairs=5), root, tmp_path / "store", monkeypatch)
     assert r["steps"]["reused"] == ["c01-bi"] and r["steps"]["computed"] == ["c02-mine", "c02-label", "c02-bi"]
     assert r["per_cycle"][1]["mined"]["kept"] <= 5

@@ -107,6 +107,20 @@ def test_keys_chain_so_any_upstream_change_changes_every_later_key(tmp_path):
     assert step_key(base, "c02-train-cross", "other-parent") != k2
 
 
+def test_a_copy_of_the_project_elsewhere_has_the_same_keys(tmp_path, monkeypatch):
+    """Files are named relative to the project a stage runs in: `dvc exp run --temp` and the queue run in copies."""
+    keys = []
+    for where in ("here", "there"):
+        project = tmp_path / where
+        (project / "data").mkdir(parents=True)
+        (project / "data/pairs.parquet").write_text("v1")
+        monkeypatch.chdir(project)
+        keys.append(fingerprint([project / "data/pairs.parquet"], {"seed": 1}))
+    assert keys[0] == keys[1]
+    (tmp_path / "there/data/other.parquet").write_text("v1")  # same bytes, another file: another key
+    assert fingerprint([tmp_path / "there/data/other.parquet"], {"seed": 1}) != keys[1]
+
+
 def test_default_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("PLDISTILL_STORE", raising=False)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))

@@ -21,7 +21,7 @@ from pldistill.config import Params
 from pldistill.loop import FitResult
 from pldistill.models import PairModel
 from pldistill.recipes.base import environment, weights_digest
-from pldistill.store import Steps, Store, fingerprint
+from pldistill.store import Steps, Store, fingerprint, portable
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: dvc.yaml, stages/, pldistill/
 STAGE = "distill"  # the stage the cycles run in
@@ -72,7 +72,8 @@ def run_fingerprint(params: Params, files: list[Path], models: list[str], leave_
     ``leave_out``, its code, ``files`` (the data read), ``models`` (their weights), library versions and device."""
     keys, code = tracked()
     used = values(params, keys, {"cycles", *leave_out})
-    extra = {"models": {str(m): weights_digest(str(m)) for m in models}, **environment(packages)}
+    extra = {"models": {portable(m) if Path(m).exists() else str(m): weights_digest(str(m)) for m in models},
+             **environment(packages)}
     return fingerprint([*files, *code], used, extra)
 
 
