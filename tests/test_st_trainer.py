@@ -51,9 +51,10 @@ def test_what_it_cannot_do_is_refused_by_name(tiny_model_dir):
         _train(tiny_model_dir, accumulate=3)
 
 
-def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
-    whole, res_whole, _ = _train(tiny_model_dir, select="last")
-    save = Trainer._save_checkpoint
+def _killed_at_step_5_then_rerun(tmp_path, monkeypatch, train):
+    """``train()`` killed just after the Trainer's checkpoint at step 5, then run again inside the same checkpoint
+    block: the folders the kill left, the steps the rerun trained, and what the rerun returned."""
+    save, step = Trainer._save_checkpoint, Trainer.training_step
 
     def save_then_die(self, *a, **k):
         save(self, *a, **k)
@@ -63,14 +64,22 @@ def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_p
     with checkpoints.enabled(tmp_path):
         monkeypatch.setattr(Trainer, "_save_checkpoint", save_then_die)
         with pytest.raises(KeyboardInterrupt):
-            _train(tiny_model_dir, select="last")
+            train()
         (run,) = tmp_path.iterdir()
-        assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-5"]
+        left = sorted(p.relative_to(run).as_posix() for p in run.glob("checkpoint-*/*"))
         monkeypatch.setattr(Trainer, "_save_checkpoint", save)
-        steps, step = [], Trainer.training_step
+        steps = []
         monkeypatch.setattr(Trainer, "training_step", lambda self, *a, **k: steps.append(1) or step(self, *a, **k))
-        resumed, res, _ = _train(tiny_model_dir, select="last")
-    assert len(steps) == 10 - 5  # it went on from step 5
+        out = train()
+    return left, len(steps), out
+
+
+def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    whole, res_whole, _ = _train(tiny_model_dir, select="last")
+    left, steps, (resumed, res, _) = _killed_at_step_5_then_rerun(
+        tmp_path, monkeypatch, lambda: _train(tiny_model_dir, select="last"))
+    assert {f.split("/")[0] for f in left} == {"checkpoint-2", "checkpoint-5"}
+    assert steps == 10 - 5  # it went on from step 5
     assert [r["step"] for r in res.curve] == [r["step"] for r in res_whole.curve]  # the log survived the kill
     worst = max(float((pa - pb).abs().max())
                 for pa, pb in zip(whole.module.state_dict().values(), resumed.module.state_dict().values()))
@@ -173,25 +182,16 @@ def test_fit_at_keeps_the_best_dev_checkpoint_and_same_seed_same_model(tiny_mode
 def test_fit_at_on_the_trainer_resumes_a_killed_run_head_and_all(tiny_model_dir, tmp_path, monkeypatch):
     whole, loss, texts, target = _dse_student(tiny_model_dir)
     _fit_at(whole, loss, texts, target, select="last")
-    save = Trainer._save_checkpoint
+    made = []  # each run's student: the killed one's, then the rerun's
 
-    def save_then_die(self, *a, **k):
-        save(self, *a, **k)
-        if self.state.global_step == 5:
-            raise KeyboardInterrupt("killed after the checkpoint at step 5")
+    def train():
+        made.append(_dse_student(tiny_model_dir))
+        return _fit_at(*made[-1], select="last")
 
-    with checkpoints.enabled(tmp_path):
-        monkeypatch.setattr(Trainer, "_save_checkpoint", save_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            _fit_at(*_dse_student(tiny_model_dir), select="last")
-        (run,) = tmp_path.iterdir()
-        assert (run / "checkpoint-5" / "module.safetensors").is_file()  # the whole module: encoder and head
-        monkeypatch.setattr(Trainer, "_save_checkpoint", save)
-        steps, step = [], Trainer.training_step
-        monkeypatch.setattr(Trainer, "training_step", lambda self, *a, **k: steps.append(1) or step(self, *a, **k))
-        resumed, *rest = _dse_student(tiny_model_dir)
-        _fit_at(resumed, *rest, select="last")
-    assert len(steps) == 10 - 5  # it went on from step 5
+    left, steps, _ = _killed_at_step_5_then_rerun(tmp_path, monkeypatch, train)
+    resumed = made[-1][0]
+    assert "checkpoint-5/module.safetensors" in left  # the whole module: encoder and head
+    assert steps == 10 - 5  # it went on from step 5
     worst = max(float((pa - pb).abs().max())
                 for pa, pb in zip(whole.module.state_dict().values(), resumed.module.state_dict().values()))
     assert worst < 1e-6, worst
