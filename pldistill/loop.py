@@ -49,6 +49,19 @@ def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[s
                              fused=params.optimizer == "adamw-fused" or None)
 
 
+def check_rows(texts: Columns, target: np.ndarray, desc: str) -> None:
+    """A training run's rows, as either engine takes them: a tuple of text columns, each one row per target."""
+    n = len(target)
+    if n == 0:
+        raise ValueError(f"{desc}: no training rows")
+    if not isinstance(texts, tuple) or any(isinstance(c, str) for c in texts):
+        raise TypeError(f"{desc}: texts is a tuple of text columns, e.g. (s1, s2) or (sentences,); found "
+                        f"{type(texts).__name__}")
+    if not texts or any(len(c) != n for c in texts):
+        raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
+                         f"{[len(c) for c in texts]}")
+
+
 def precision(params: StepParams, desc: str) -> str:
     """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
     amp, cuda = params.amp, torch.cuda.is_available()
@@ -79,19 +92,11 @@ class Fit:
                  dev_score: Callable[[], float], params: StepParams,
                  generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
                  prefetch: Prefetch | None = None):
-        n = len(target)
-        if n == 0:
-            raise ValueError(f"{desc}: no training rows")
-        if not isinstance(texts, tuple) or any(isinstance(c, str) for c in texts):
-            raise TypeError(f"{desc}: texts is a tuple of text columns, e.g. (s1, s2) or (sentences,); found "
-                            f"{type(texts).__name__}")
-        if not texts or any(len(c) != n for c in texts):
-            raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
-                             f"{[len(c) for c in texts]}")
+        check_rows(texts, target, desc)
         self.module, self.batch_loss, self.texts = module, batch_loss, texts
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
         self.dev_score, self.params, self.generator = dev_score, params, generator
-        self.per_epoch = math.ceil(n / params.batch_size)
+        self.per_epoch = math.ceil(len(self.y) / params.batch_size)
         self.total = self.per_epoch * params.epochs
         self.eval_steps = eval_steps(self.per_epoch, params)
         self.opt = _optimizer(module, params, lr_by_prefix or {})

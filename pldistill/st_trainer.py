@@ -36,7 +36,7 @@ from safetensors.torch import load_file, save_file
 
 from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams, TrainParams
-from pldistill.loop import FitResult, eval_steps
+from pldistill.loop import FitResult, check_rows, eval_steps
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.trainable import BatchLoss, Columns
 
@@ -202,8 +202,9 @@ class _Rows:
 
 
 class _Loss(torch.nn.Module):
-    """sentence-transformers' loss contract for a ``BatchLoss``: a module holding what it trains (``module``: the
-    Trainer's optimizer takes every parameter of it, a head's too), called on the batch's text columns."""
+    """A ``BatchLoss`` as the module sentence-transformers' Trainer holds for a loss: it holds what it trains
+    (``module``; the Trainer's optimizer takes every parameter of a loss, a head's too), called here on the batch's
+    text columns rather than on features tokenised by the Trainer's collator."""
 
     def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss) -> None:
         super().__init__()
@@ -249,6 +250,7 @@ def fit(module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: 
                           f"the model past the Trainer's DDP wrapper, which would leave the gradients unsynced); "
                           f"found processes {distributed.world()}: set this section's trainer to ours, or processes "
                           f"to 1")
+    check_rows(texts, target, desc)
     st = next((m for m in module.modules() if isinstance(m, BaseModel)), None)
     if st is None:
         raise ConfigError(f"{desc}: trainer sentence-transformers trains a sentence-transformers model; "

@@ -213,3 +213,9 @@ def test_every_training_section_takes_a_trainer(section):
     assert (getattr(got, sub[0]) if sub else got).trainer == "sentence-transformers"
     with pytest.raises(Exception, match="trainer"):
         parse_params({top: {sub[0]: {"trainer": "keras"}} if sub else {"trainer": "keras"}})
+
+
+def test_fit_at_on_the_trainer_refuses_rows_that_do_not_line_up(tiny_model_dir):
+    model, loss, (sentences,), target = _sentences_to_embeddings(tiny_model_dir)
+    with pytest.raises(ValueError, match=r"every text column needs one row per target \(80\); got columns of \[3\]"):
+        _fit_at(model, loss, (sentences[:3],), target)
