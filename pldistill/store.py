@@ -39,7 +39,8 @@ def digest(obj: object) -> str:
 def portable(path: Path | str) -> str:
     """A file's name in a key: relative to the working directory (the project a stage runs in) where it lies under
     it, so a copy of the project -- `dvc exp run --temp`, the queue's workspaces, a moved clone -- finds the steps
-    its original stored; anywhere else, as given."""
+    its original stored; anywhere else, as given. A model spec that is no path (a hub id, ``bundled:<name>``) keeps
+    its own text."""
     try:
         return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:

@@ -90,11 +90,12 @@ def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_p
 # fit: a model one holds, any loss, any number of text columns (training.fit_at with trainer sentence-transformers)
 
 def _step(**over):
+    """A training section's steps (params.yaml's embed section, as fit_at reads them), small, on the Trainer."""
+    from pldistill.defaults import DEFAULTS
     from pldistill.params_train import StepParams
-    base = {"epochs": 2, "batch_size": 8, "lr": 2e-3, "warmup": 0.1, "weight_decay": 0.01, "max_length": 32,
-            "evals_per_epoch": 2, "bf16": False, "precision": None, "accumulate": 1, "optimizer": "adamw",
-            "checkpoint_every": None, "select": "dev", "trainer": "sentence-transformers"}
-    return StepParams(**{**base, **over})
+    small = {"epochs": 2, "batch_size": 8, "lr": 2e-3, "max_length": 32, "evals_per_epoch": 2,
+             "trainer": "sentence-transformers"}
+    return StepParams(**{**{k: DEFAULTS["embed"][k] for k in StepParams.model_fields}, **small, **over})
 
 
 def _fit_at(model, loss, texts, target, **step):

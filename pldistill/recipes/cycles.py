@@ -72,8 +72,7 @@ def run_fingerprint(params: Params, files: list[Path], models: list[str], leave_
     ``leave_out``, its code, ``files`` (the data read), ``models`` (their weights), library versions and device."""
     keys, code = tracked()
     used = values(params, keys, {"cycles", *leave_out})
-    extra = {"models": {portable(m) if Path(m).exists() else str(m): weights_digest(str(m)) for m in models},
-             **environment(packages)}
+    extra = {"models": {portable(m): weights_digest(str(m)) for m in models}, **environment(packages)}
     return fingerprint([*files, *code], used, extra)
 
 
