@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from pldistill.defaults import DEFAULTS
 from pldistill.defaults_data import DEFAULTS as DATA_DEFAULTS
@@ -70,6 +70,7 @@ from pldistill.params_train import (  # noqa: F401  (re-exported)
     EMBED_SOURCES,
     PROJECTIONS,
     EmbedParams,
+    SharedStepParams,
     StaticParams,
     StepParams,
     StudentParams,
@@ -100,6 +101,7 @@ class Params(_Section):
     adapt: AdaptParams
     augment: AugmentParams
     sample: SampleParams
+    train: SharedStepParams  # inherited by every training section (each a StepParams) that does not hold the key
     teacher: TeacherParams
     label: LabelParams
     student: StudentParams
@@ -115,6 +117,15 @@ class Params(_Section):
 
     @classmethod
     def _resolved(cls, raw: dict) -> dict:
+        train = raw.get("train")
+        try:
+            SharedStepParams.model_validate(train)
+        except ValidationError:
+            train = None  # its errors are reported once, at train.<key>, not again in every section inheriting it
+        return cls._auto_strategy(_inherit(raw, train, _step_sections(cls)))
+
+    @classmethod
+    def _auto_strategy(cls, raw: dict) -> dict:
         # sample.strategy auto: the pairs the user gave (data.unscored) are what the teacher labels (measured on STS-B:
         # the best student of docs/fast-student.md learned them); without any, BM25 pairs of the training sentences
         sample, data = raw["sample"], raw["data"]
@@ -167,6 +178,36 @@ class Params(_Section):
                 f"processes: {self.processes} processes run recipes {named(lambda s: not s.not_distributed)} only; "
                 f"found recipe {r} ({spec.not_distributed}); set processes to 1")
         spec.rules(self)
+
+
+def _step_sections(model: type[BaseModel], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Where the training sections sit: every field of ``model``, section by section, whose type is a StepParams."""
+    out = []
+    for name, field in model.model_fields.items():
+        t = field.annotation
+        if isinstance(t, type) and issubclass(t, StepParams):
+            out.append((*at, name))
+        elif isinstance(t, type) and issubclass(t, BaseModel):
+            out += _step_sections(t, (*at, name))
+    return out
+
+
+def _inherit(raw: dict, train: object, sections: list[tuple[str, ...]]) -> dict:
+    """``raw`` with each training section given every key of section ``train`` it does not hold itself."""
+    if not isinstance(train, dict):
+        return raw
+    out = dict(raw)
+    for path in sections:
+        parent = out
+        for part in path[:-1]:
+            if not isinstance(parent.get(part), dict):
+                break
+            child = parent[part] = dict(parent[part])  # copied: the caller's mapping stays as given
+            parent = child
+        else:
+            if isinstance(parent.get(path[-1]), dict):
+                parent[path[-1]] = {**train, **parent[path[-1]]}
+    return out
 
 
 def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:

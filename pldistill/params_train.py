@@ -1,6 +1,7 @@
-"""The training sections of params.yaml: the steps every training shares (StepParams), a trained model's
-(TrainParams: teacher, student), the static student's and the embedding step's. Each recipe's own section is in its
-params module (pldistill/recipes/<recipe>_params.py); pldistill.config assembles them all into one Params."""
+"""The training sections of params.yaml: section train, the keys every training inherits (SharedStepParams); the
+steps of any one training (StepParams); a trained model's (TrainParams: teacher, student), the static student's and
+the embedding step's. Each recipe's own section is in its params module (pldistill/recipes/<recipe>_params.py);
+pldistill.config assembles them all into one Params."""
 
 from __future__ import annotations
 
@@ -23,16 +24,13 @@ from pldistill.params_base import (
 )
 
 
-class StepParams(_Section):
-    """How a model is trained, whatever it starts from."""
+class SharedStepParams(_Section):
+    """Section ``train``: how every training runs. Each training section (a StepParams wherever it sits) inherits
+    these keys and overrides one by holding it (Params._resolved)."""
 
-    epochs: int = Field(ge=1)
-    batch_size: int = Field(ge=1)
-    lr: float = Field(gt=0)
-    warmup: float = Field(ge=0, lt=1)
+    params_yaml = DEFAULTS["train"]
     weight_decay: float = Field(ge=0)
-    max_length: int = Field(ge=8)
-    evals_per_epoch: int = Field(ge=1)
+    select: Literal["dev", "last"]  # the checkpoint kept: best dev score (the start counts) | the last
     bf16: Bf16
     # Mixed precision: null keeps what bf16 says (false: fp32, true: bf16, auto: auto); auto is bf16 with
     # native bf16 units, fp16 on a CUDA GPU without them, else fp32; fp16 scales the loss and needs CUDA.
@@ -41,12 +39,11 @@ class StepParams(_Section):
     # adamw: torch's for-loop AdamW (the default: same seed, same weights as every release before); adamw-fused:
     # its fused kernel, what transformers' Trainer uses (5x faster steps on a CPU, weights equal to float rounding)
     optimizer: Literal["adamw", "adamw-fused"]
-    checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
-                                                      # N every N steps, 0 none (pldistill/checkpoints.py)
-    select: Literal["dev", "last"]  # the checkpoint kept: best dev score (the start counts) | the last
     # the engine: ours, pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
     # (pldistill/st_trainer.py; not with seeds > 1)
     trainer: Literal["ours", "sentence-transformers"]
+    checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
+                                                      # N every N steps, 0 none (pldistill/checkpoints.py)
 
     _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
 
@@ -60,21 +57,42 @@ class StepParams(_Section):
         return v
 
     @model_validator(mode="after")
-    def _one_precision(self) -> StepParams:
+    def _one_precision(self) -> SharedStepParams:
         # bf16 predates precision: a section may set either, or both when they agree
         bf16_set = "bf16" in self.model_fields_set and self.bf16 is not False
         if self.precision is not None and bf16_set and BF16_AS_PRECISION[self.bf16] != self.precision:
             raise ValueError(f"bf16 {str(self.bf16).lower()} and precision {self.precision} disagree; "
                              f"set precision alone (bf16 true is precision bf16, auto is auto) and bf16 to false")
-        if self.accumulate > self.batch_size:
-            raise ValueError(f"accumulate {self.accumulate} splits each batch of batch_size {self.batch_size} "
-                             f"rows into micro-batches; it must be at most batch_size")
         return self
 
     @property
     def amp(self) -> str:
         """The precision asked for: auto | fp32 | bf16 | fp16 (``precision``, else what ``bf16`` says)."""
         return self.precision if self.precision is not None else BF16_AS_PRECISION[self.bf16]
+
+
+class StepParams(SharedStepParams):
+    """How a model is trained, whatever it starts from: its own steps, and section train's keys it does not hold."""
+
+    params_yaml = None  # each section's own; a key of section train it lacks comes from there (_resolved)
+    epochs: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    lr: float = Field(gt=0)
+    warmup: float = Field(ge=0, lt=1)
+    max_length: int = Field(ge=8)
+    evals_per_epoch: int = Field(ge=1)
+
+    @classmethod
+    def _resolved(cls, raw: dict) -> dict:
+        # built alone (not through Params, which hands each section params.yaml's train keys): train's defaults
+        return {**SharedStepParams.params_yaml, **raw}
+
+    @model_validator(mode="after")
+    def _fits_a_batch(self) -> StepParams:
+        if self.accumulate > self.batch_size:
+            raise ValueError(f"accumulate {self.accumulate} splits each batch of batch_size {self.batch_size} "
+                             f"rows into micro-batches; it must be at most batch_size")
+        return self
 
 
 class TrainParams(StepParams):

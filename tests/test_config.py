@@ -112,3 +112,27 @@ def test_inference_batch_auto_is_larger_on_a_gpu(monkeypatch):
     assert parse_params({"label": {"batch_size": 32}}).label.batch_size == 32  # a number is kept on any device
     with pytest.raises(ConfigError, match=r"label\.batch_size: expected a whole number of items, or auto.*'big'"):
         parse_params({"label": {"batch_size": "big"}})
+
+
+def test_every_training_section_inherits_train_and_overrides_a_key_by_holding_it():
+    p = parse_params({"train": {"optimizer": "adamw-fused", "bf16": "auto"}, "student": {"optimizer": "adamw"}})
+    sections = [p.teacher, *p.teacher.candidates, p.embed, p.trans.cross, p.trans.bi, p.dse, p.ensemble.sub,
+                p.ensemble.distill]
+    assert {s.optimizer for s in sections} == {"adamw-fused"} and {s.bf16 for s in sections} == {"auto"}
+    assert p.student.optimizer == "adamw" and p.student.bf16 == "auto"  # its own key; the rest from train
+    # a teacher's own key reaches the candidates that inherit from it, and nothing else
+    q = parse_params({"teacher": {"select": "last"}})
+    assert {c.select for c in (q.teacher, *q.teacher.candidates)} == {"last"}
+    assert q.train.select == q.student.select == q.trans.bi.select == "dev"
+    # params.yaml's ensemble sections hold accumulate 1: InfoNCE needs whole batches, whatever train says
+    r = parse_params({"train": {"accumulate": 2}})
+    assert r.student.accumulate == r.trans.cross.accumulate == 2 and r.ensemble.sub.accumulate == 1
+
+
+def test_a_bad_train_key_is_named_once_and_a_section_s_own_clash_at_the_section():
+    with pytest.raises(ConfigError) as err:
+        parse_params({"train": {"optimizer": "sgd"}})
+    assert "1 problem(s)" in str(err.value) and "train.optimizer: Input should be 'adamw' or 'adamw-fused'" in str(
+        err.value)
+    with pytest.raises(ConfigError, match=r"1 problem\(s\)[\s\S]*- dse: bf16 auto and precision bf16 disagree"):
+        parse_params({"train": {"precision": "bf16"}, "dse": {"bf16": "auto"}})  # train alone agrees with itself

@@ -3,7 +3,9 @@ whose behaviour changed and serves stale artifacts, or reruns one that nothing t
 (scripts/stage_deps.py --write); these tests fail when the code and dvc.yaml drift apart."""
 
 import hashlib
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,23 @@ def test_eval_json_is_the_one_metric_and_every_plot_file_is_an_output():
     # a file of a plot is an output, or inside one (DVCLive's folders: metrics/live/<stage>)
     assert files and all(any(f == o or f.startswith(o + "/") for o in outs) for f in files), files - outs
     assert not any("plots" in s for s in STAGES.values())  # drawn once, by the declarations above
+
+
+def test_dvc_reruns_a_stage_when_a_section_gains_a_key_it_inherited(tmp_path):
+    """`dvc exp run -S ++student.bf16=true` adds a key params.yaml lacked (student inherits it from train). DVC
+    tracks no key params.yaml lacks, so a stage sees that override only by tracking the section whole, as every
+    stage that trains does (tests/test_params_tracking.py checks it). This is DVC's side of it, on a scratch project."""
+    dvc = [str(Path(sys.executable).parent / "dvc"), "--cd", str(tmp_path)]
+    (tmp_path / "params.yaml").write_text("train:\n  bf16: false\nstudent:\n  lr: 1.0e-4\n")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  gold:\n    cmd: echo trained > out.txt\n    params: [train, student]\n    outs: [out.txt]\n")
+    for cmd in (["init", "--no-scm", "-q"], ["repro", "-q"]):
+        subprocess.run(dvc + cmd, check=True, capture_output=True)
+
+    def status() -> dict:
+        done = subprocess.run([*dvc, "status", "--json"], check=True, capture_output=True, text=True)
+        return json.loads(done.stdout)
+
+    assert status() == {}
+    (tmp_path / "params.yaml").write_text("train:\n  bf16: false\nstudent:\n  lr: 1.0e-4\n  bf16: true\n")
+    assert status() == {"gold": [{"changed deps": {"params.yaml": {"student": "modified"}}}]}

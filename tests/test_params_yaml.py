@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pldistill.config import DataParams, EmbedParams, Params, StepParams
+from pldistill.config import DataParams, EmbedParams, Params, SharedStepParams, StepParams, _step_sections
 from pldistill.sections import DataSections
 from pldistill.validate import parse_params
 from scripts import params_doc
@@ -25,7 +25,8 @@ def _missing_and_extra(section: BaseModel, raw: dict, path: str = "") -> tuple[l
     for name in type(section).model_fields:
         key, value = f"{path}{name}", getattr(section, name)
         if name not in raw:
-            missing.append(key)
+            if not (isinstance(section, StepParams) and name in SharedStepParams.model_fields):  # section train's
+                missing.append(key)
         elif isinstance(value, BaseModel):
             m, e = _missing_and_extra(value, raw[name] if isinstance(raw[name], dict) else {}, f"{key}.")
             missing, extra = missing + m, extra + e
@@ -42,6 +43,20 @@ def test_every_key_the_code_reads_is_in_params_yaml():
     missing, extra = _missing_and_extra(Params(), RAW)
     assert not missing, f"add to params.yaml, with a comment: {missing}"
     assert not extra, f"params.yaml keys no model has: {extra}"
+
+
+def test_a_training_section_holds_a_train_key_only_to_override_it():
+    """Section train's keys are written once: a training section holds one only where its value must differ (the
+    ensemble's InfoNCE needs whole batches, so its sections keep accumulate at 1 whatever train says)."""
+    held = {}
+    for path in _step_sections(Params):
+        section = RAW
+        for part in path:
+            section = section[part]
+        held[".".join(path)] = sorted(set(section) & set(SharedStepParams.model_fields))
+    assert held.pop("ensemble.sub") == held.pop("ensemble.distill") == ["accumulate"]
+    assert held and not any(held.values()), held
+    assert set(RAW["train"]) == set(SharedStepParams.model_fields)
 
 
 def test_params_built_from_nothing_are_params_yaml_s():

@@ -91,11 +91,11 @@ def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_p
 
 def _step(**over):
     """A training section's steps (params.yaml's embed section, as fit_at reads them), small, on the Trainer."""
-    from pldistill.defaults import DEFAULTS
     from pldistill.params_train import StepParams
     small = {"epochs": 2, "batch_size": 8, "lr": 2e-3, "max_length": 32, "evals_per_epoch": 2,
              "trainer": "sentence-transformers"}
-    return StepParams(**{**{k: DEFAULTS["embed"][k] for k in StepParams.model_fields}, **small, **over})
+    embed = parse_params({}).embed.model_dump(include=set(StepParams.model_fields))  # its own keys and train's
+    return StepParams(**{**embed, **small, **over})
 
 
 def _fit_at(model, loss, texts, target, **step):
