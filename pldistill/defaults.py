@@ -214,6 +214,7 @@ DEFAULTS = {
         'speed_rounds': 5,
         'speed_min_seconds': 0.5,
         'static_batch_size': 1024,
+        'gain_rounds': 1000,
         'extra': [],
     },
 }

@@ -219,6 +219,7 @@ class EvaluateParams(InferenceParams):
     speed_rounds: int = Field(ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
     speed_min_seconds: float = Field(ge=0)  # in each turn a model scores the pairs again until this long has gone
     static_batch_size: int = Field(ge=1)  # a static model's batch when timed (Model2Vec's encode default)
+    gain_rounds: int = Field(ge=0)  # paired-bootstrap resamples of the student's lead (eval.json gain); 0: off
     extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")

@@ -19,7 +19,7 @@ from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.cut import resolve
 from pldistill.device import cpu_flags
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
-from pldistill.metrics import best_threshold, classification, correlation, jaccard
+from pldistill.metrics import best_threshold, classification, correlation, jaccard, paired_gain
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
@@ -48,6 +48,16 @@ def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train
 
     return {"bi": block("bi"), **recipe.teacher_blocks(models["cross"], block),
             "baseline": {b: block(b) for b in baselines}}, preds
+
+
+GAINS = {"gold": "gold", "teacher": "cross"}  # eval.json gain.<name>: the student's lead over that model's predictions
+
+
+def _gains(preds: dict, splits: dict[str, pd.DataFrame], task: str, rounds: int, seed: int) -> dict:
+    """The student's lead over gold-only and over the teacher, per split, with its paired-bootstrap 95% interval."""
+    rng = np.random.default_rng(seed)
+    return {name: {s: paired_gain(preds["bi"][s], preds[model][s], df["score"], task, rounds, rng)
+                   for s, df in splits.items()} for name, model in GAINS.items()}
 
 
 def _extra_set(x: ExtraSet, params: Params) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, str]:
@@ -109,7 +119,9 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
              predictions: Path, cut: Path | None = None, speed_plots: Path | None = None) -> dict:
     """Write metrics/eval.json and test predictions for plots.
 
-    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}
+    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}; "gain":
+    {"gold", "teacher"}, each {"dev", "test"}: the student's lead over that model in the primary metric, with "low" and
+    "high", its paired-bootstrap 95% interval (evaluate.gain_rounds resamples of the pairs; low > 0: clearly ahead)
     (classification blocks add the dev-chosen "threshold"); baseline.start is the student's starting
     model untrained (pruned like the student), baseline.gold the bi-encoder trained on gold only (SBERT).
     A teacher that is not one cross-encoder gets "teacher" (and "members", one block each) in place of
@@ -135,7 +147,10 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     models.update(recipe.teacher_parts(models["cross"]))  # an ensemble's members, each scored on its own too
     for model in models.values():
         model.use_backend(ep.backend)
-    result, preds = _blocks(recipe, models, splits, train, datasets.task_of(params.data, train), ep)
+    task = datasets.task_of(params.data, train)
+    result, preds = _blocks(recipe, models, splits, train, task, ep)
+    if ep.gain_rounds:
+        result["gain"] = _gains(preds, splits, task, ep.gain_rounds, params.seed)
     if extra:
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}

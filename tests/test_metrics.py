@@ -1,10 +1,11 @@
-"""Classification metrics: partial AUC, the dev-chosen threshold, F1 / accuracy, against brute force."""
+"""Classification metrics: partial AUC, the dev-chosen threshold, F1 / accuracy, against brute force; the paired
+bootstrap of one model's lead over another."""
 
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pldistill.metrics import best_threshold, classification, partial_auc
+from pldistill.metrics import best_threshold, classification, correlation, paired_gain, partial_auc
 
 
 def test_partial_auc_limits_and_full_range():
@@ -48,3 +49,57 @@ def test_classification_at_a_threshold():
     assert set(m) == {"auc", "auc@0.05", "f1", "accuracy"}
     majority = classification([1.0] * 5, gold, 0.5)
     assert majority["auc"] == 50.0 and majority["accuracy"] == 60.0 and majority["f1"] == 75.0
+
+
+def _scored(n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    gold = rng.uniform(0, 1, n)
+    return gold, gold + rng.normal(0, noise, n)
+
+
+def test_paired_gain_is_the_lead_with_an_interval_around_it():
+    gold, a = _scored(400, 0.2, 1)
+    b = gold + np.random.default_rng(2).normal(0, 0.4, 400)  # a noisier model
+    gain = paired_gain(a, b, gold, "regression", 500, np.random.default_rng(3))
+    lead = correlation(a, gold)["spearman"] - correlation(b, gold)["spearman"]
+    assert gain["spearman"] == pytest.approx(lead, abs=0.01) and 0 < gain["low"] < gain["spearman"] < gain["high"]
+    # the same generator state gives the same interval; a model against itself leads by 0, with no spread
+    assert paired_gain(a, b, gold, "regression", 500, np.random.default_rng(3)) == gain
+    assert paired_gain(a, a, gold, "regression", 50, np.random.default_rng(3)) == {"spearman": 0.0, "low": 0.0,
+                                                                                  "high": 0.0}
+    swapped = paired_gain(b, a, gold, "regression", 500, np.random.default_rng(3))
+    assert swapped == {"spearman": -gain["spearman"], "low": -gain["high"], "high": -gain["low"]}
+
+
+def test_paired_gain_is_narrower_than_the_two_scores_own_spread():
+    """Two close models on 96 pairs: each score alone swings by several points over resamples, their lead by
+    far less, since both are scored on the same resampled pairs (why eval.json's gain can call a small lead)."""
+    gold, a = _scored(96, 0.15, 4)
+    b = a + np.random.default_rng(5).normal(0, 0.03, 96)  # nearly a's predictions
+    rng = np.random.default_rng(6)
+    own = [correlation(a[i], gold[i])["spearman"] for i in rng.integers(0, 96, (300, 96))]
+    gain = paired_gain(a, b, gold, "regression", 300, np.random.default_rng(6))
+    assert gain["high"] - gain["low"] < (np.percentile(own, 97.5) - np.percentile(own, 2.5)) / 3
+
+
+def test_paired_gain_of_a_classifier_is_in_auc():
+    rng = np.random.default_rng(7)
+    gold = rng.integers(0, 2, 300)
+    a, b = gold + rng.normal(0, 0.5, 300), gold + rng.normal(0, 2.0, 300)
+    gain = paired_gain(a, b, gold, "classification", 200, np.random.default_rng(8))
+    lead = 100 * (roc_auc_score(gold, a) - roc_auc_score(gold, b))
+    assert set(gain) == {"auc", "low", "high"} and gain["auc"] == pytest.approx(lead, abs=0.02) and gain["low"] > 0
+
+
+def test_the_vectorised_metrics_are_scipy_s_and_sklearn_s():
+    from scipy.stats import spearmanr
+
+    from pldistill.metrics import _auc_rows, _spearman_rows
+    rng = np.random.default_rng(9)
+    gold = np.round(rng.uniform(0, 5, (20, 60)))  # ties, as gold scores have
+    pred = np.round(gold + rng.normal(0, 1.5, (20, 60)), 1)
+    expected = [100 * spearmanr(p, g).statistic for p, g in zip(pred, gold)]
+    assert _spearman_rows(pred, gold) == pytest.approx(expected, abs=1e-9)
+    labels = (gold > 2).astype(float)
+    assert _auc_rows(pred, labels) == pytest.approx([100 * roc_auc_score(g, p) for p, g in zip(pred, labels)])
+    assert _spearman_rows(np.ones((1, 5)), gold[:1, :5])[0] == 0 and _auc_rows(pred[:1], np.zeros((1, 60)))[0] == 0

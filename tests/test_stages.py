@@ -41,6 +41,13 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
     assert all(len(machine[name]["per_round"]) == 5 for name in timed)
     assert json.loads((root / "metrics/eval.json").read_text()) == result
     assert result["overlap"] == {"dev_in_train": 0, "test_in_train": 0}  # the demo's split keeps groups apart
+    # the student's lead over gold-only and the teacher, with its paired-bootstrap interval, on each split
+    for name, model in (("gold", result["baseline"]["gold"]), ("teacher", result["cross"])):
+        for split in ("dev", "test"):
+            gain = result["gain"][name][split]
+            assert gain["spearman"] == pytest.approx(result["bi"][split]["spearman"] - model[split]["spearman"],
+                                                     abs=0.011)
+            assert gain["low"] <= gain["spearman"] <= gain["high"]
 
     pseudo = schemas.read(root / "data/pseudo/cycle-01.parquet", schemas.PSEUDO)
     cands = schemas.read(root / "data/pairs/candidates.parquet", schemas.CANDIDATES)
@@ -223,6 +230,7 @@ def test_classification_chain_reports_auc_f1_and_a_majority_baseline(chains):
     result, root = chain.result, chain.root
     assert json.loads((root / "metrics/download.json").read_text())["task"] == "classification"
     assert set(result["baseline"]) == {"start", "gold", "jaccard", "majority"}
+    assert set(result["gain"]["gold"]["test"]) == {"auc", "low", "high"}  # the lead in the primary metric
     for block in (result["bi"], result["cross"], *result["baseline"].values()):
         assert set(block) - {"speed"} == {"dev", "test", "threshold"}
         assert set(block["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
