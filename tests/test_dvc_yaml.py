@@ -158,3 +158,29 @@ def test_dvc_reruns_a_stage_when_a_section_gains_a_key_it_inherited(tmp_path):
     assert status() == {}
     (tmp_path / "params.yaml").write_text("train:\n  bf16: false\nstudent:\n  lr: 1.0e-4\n  bf16: true\n")
     assert status() == {"gold": [{"changed deps": {"params.yaml": {"student": "modified"}}}]}
+
+
+def test_dvc_status_after_a_training_edit_reruns_no_data_stage(tmp_path):
+    """The test issue 35 asks for, through DVC itself: in a copy of the project (its tracked files), append a line to
+    the training loop, trainers and training entry points, and `dvc status` finds no code of check, download, augment
+    or sample changed, while it does find stage gold's. (The copy has no DVC cache and no outputs: those show as
+    "deleted" / "not in cache" and are not what this checks.)"""
+    import shutil
+
+    for f in _git_files():
+        if f and (ROOT / f).is_file():
+            (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, tmp_path / f)
+    edited = ["pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py"]
+    for f in edited:
+        with (tmp_path / f).open("a") as out:
+            out.write("# an edit\n")
+    dvc = [str(Path(sys.executable).parent / "dvc"), "--cd", str(tmp_path)]
+    subprocess.run([*dvc, "config", "--local", "core.no_scm", "true"], check=True, capture_output=True)
+    done = subprocess.run([*dvc, "status", "--json", "check", "download", "augment", "sample", "gold"], check=True,
+                          capture_output=True, text=True)
+    code = {stage: sorted(path for entry in changes if "changed deps" in entry for path in entry["changed deps"]
+                          if path.endswith(".py"))
+            for stage, changes in json.loads(done.stdout).items()}
+    assert code.pop("gold") == sorted(edited)  # the edit is seen where the code runs
+    assert not any(code.values()), code
