@@ -122,7 +122,7 @@ class Params(_Section):
             SharedStepParams.model_validate(train)
         except ValidationError:
             train = None  # its errors are reported once, at train.<key>, not again in every section inheriting it
-        return cls._auto_strategy(_inherit(raw, train, _step_sections(cls)))
+        return cls._auto_strategy(_inherit(raw, train, step_sections(cls)))
 
     @classmethod
     def _auto_strategy(cls, raw: dict) -> dict:
@@ -180,7 +180,7 @@ class Params(_Section):
         spec.rules(self)
 
 
-def _step_sections(model: type[BaseModel], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def step_sections(model: type[BaseModel], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Where the training sections sit: every field of ``model``, section by section, whose type is a StepParams."""
     out = []
     for name, field in model.model_fields.items():
@@ -188,7 +188,7 @@ def _step_sections(model: type[BaseModel], at: tuple[str, ...] = ()) -> list[tup
         if isinstance(t, type) and issubclass(t, StepParams):
             out.append((*at, name))
         elif isinstance(t, type) and issubclass(t, BaseModel):
-            out += _step_sections(t, (*at, name))
+            out += step_sections(t, (*at, name))
     return out
 
 

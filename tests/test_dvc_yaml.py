@@ -171,16 +171,21 @@ def test_dvc_status_after_a_training_edit_reruns_no_data_stage(tmp_path):
         if f and (ROOT / f).is_file():
             (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / f, tmp_path / f)
-    edited = ["pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py"]
+    dvc = [str(Path(sys.executable).parent / "dvc"), "--cd", str(tmp_path)]
+    subprocess.run([*dvc, "config", "--local", "core.no_scm", "true"], check=True, capture_output=True)
+    stages = ["check", "download", "augment", "sample", "gold"]
+
+    def changed_code() -> dict[str, set[str]]:
+        done = subprocess.run([*dvc, "status", "--json", *stages], check=True, capture_output=True, text=True)
+        status = json.loads(done.stdout)
+        return {stage: {path for entry in status.get(stage, []) if "changed deps" in entry
+                        for path in entry["changed deps"] if path.endswith(".py")} for stage in stages}
+
+    before = changed_code()  # (code edited since the last `dvc repro`, if any: not this test's edit)
+    edited = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py"}
     for f in edited:
         with (tmp_path / f).open("a") as out:
             out.write("# an edit\n")
-    dvc = [str(Path(sys.executable).parent / "dvc"), "--cd", str(tmp_path)]
-    subprocess.run([*dvc, "config", "--local", "core.no_scm", "true"], check=True, capture_output=True)
-    done = subprocess.run([*dvc, "status", "--json", "check", "download", "augment", "sample", "gold"], check=True,
-                          capture_output=True, text=True)
-    code = {stage: sorted(path for entry in changes if "changed deps" in entry for path in entry["changed deps"]
-                          if path.endswith(".py"))
-            for stage, changes in json.loads(done.stdout).items()}
-    assert code.pop("gold") == sorted(edited)  # the edit is seen where the code runs
-    assert not any(code.values()), code
+    new = {stage: paths - before[stage] for stage, paths in changed_code().items()}
+    assert new.pop("gold") == edited  # the edit is seen where the code runs
+    assert not any(new.values()), new

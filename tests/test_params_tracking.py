@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pldistill.config import Params, SharedStepParams, _step_sections
+from pldistill.config import Params, SharedStepParams, step_sections
 from pldistill.recipes import RECIPES
 from pldistill.validate import parse_params
 from tests.conftest import CHAINS, ROOT, STAGES, make_pairs, run_chain
@@ -116,7 +116,7 @@ def tracked(stage: str) -> list[str]:
     return DVC_STAGES[stage].get("params", [])
 
 
-SECTIONS = {".".join(path) for path in _step_sections(Params)}  # the training sections, each inheriting train's keys
+SECTIONS = {".".join(path) for path in step_sections(Params)}  # the training sections, each inheriting train's keys
 
 
 def inherited(key: str) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pldistill.config import DataParams, EmbedParams, Params, SharedStepParams, StepParams, _step_sections
+from pldistill.config import DataParams, EmbedParams, Params, SharedStepParams, StepParams, step_sections
 from pldistill.sections import DataSections
 from pldistill.validate import parse_params
 from scripts import params_doc
@@ -49,7 +49,7 @@ def test_a_training_section_holds_a_train_key_only_to_override_it():
     """Section train's keys are written once: a training section holds one only where its value must differ (the
     ensemble's InfoNCE needs whole batches, so its sections keep accumulate at 1 whatever train says)."""
     held = {}
-    for path in _step_sections(Params):
+    for path in step_sections(Params):
         section = RAW
         for part in path:
             section = section[part]
