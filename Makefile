@@ -27,6 +27,7 @@ mpnet: $(STAMP)
 run: $(STAMP)
 	dvc repro
 	@echo
+	@python -m pldistill.verdict metrics/eval.json
 	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"
 
 # the default tier on every core (pytest-xdist; one torch thread a worker, tests/conftest.py); TEST_WORKERS=0: in

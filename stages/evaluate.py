@@ -25,6 +25,7 @@ from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import run_stage
 from pldistill.validate import load_params
+from pldistill.verdict import verdict
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
@@ -160,6 +161,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     if timing:  # (after the report, which clears a machine file it has nothing for)
         write_json(machine_path(out), timing)
 
+    print("\n".join(verdict(result)))
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
                    [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start", "gold"))]

@@ -1,0 +1,32 @@
+"""What metrics/eval.json says of the student, in words: its test lead over its gold-only baseline and over its
+teacher (eval.json ``gain``), and whether each lead is beyond the sampling noise of the test pairs. Stage evaluate
+prints it; `make run` prints it again after `dvc repro`, cached or not:
+
+    python -m pldistill.verdict metrics/eval.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def verdict(result: dict) -> list[str]:
+    """eval.json's ``gain`` in words, a line per model the student is compared with: its test lead, the 95% interval,
+    and whether the lead is beyond the sampling noise of the test pairs. None without ``gain`` (gain_rounds 0)."""
+    lines = []
+    for name, who in (("gold", "its gold-only baseline"), ("teacher", "its teacher")):
+        g = result.get("gain", {}).get(name, {}).get("test")
+        if not g:
+            continue
+        metric = next(k for k in g if k not in ("low", "high"))
+        said = ("ahead, beyond the test pairs' noise" if g["low"] > 0 else
+                "behind, beyond the test pairs' noise" if g["high"] < 0 else "not told apart on these test pairs")
+        lines.append(f"student against {who}: {g[metric]:+.2f} test {metric} [{g['low']:+.2f}, {g['high']:+.2f}], "
+                     f"{said}")
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(verdict(json.loads(Path(sys.argv[1]).read_text()))))
