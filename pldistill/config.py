@@ -64,7 +64,7 @@ from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: p
     install_hint,
     is_table,
 )
-from pldistill.params_file import describe, read_params
+from pldistill.params_data import describe, read_params
 from pldistill.params_train import (  # noqa: F401  (re-exported)
     EMBED_LOSSES,
     EMBED_SOURCES,

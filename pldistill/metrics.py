@@ -99,12 +99,12 @@ def paired_gain(a: Sequence[float], b: Sequence[float], gold: Sequence[float], t
     scored on each (a paired bootstrap: what the two share, the pairs' difficulty, cancels, so the interval is far
     narrower than either score's own). ``low`` above 0: ``a`` is ahead beyond the sampling noise of these pairs.
     Resamples are scored ``chunk`` at a time, vectorised: (chunk, pairs) arrays, so memory stays flat."""
-    a, b, gold = (np.asarray(x, dtype=np.float64)[None] for x in (a, b, gold))  # (1, pairs)
+    a, b, gold = (np.asarray(x, dtype=np.float64) for x in (a, b, gold))  # (pairs,)
     name, metric = PRIMARY[task]
     leads = []
     for start in range(0, rounds, chunk):
-        idx = rng.integers(0, gold.shape[1], size=(min(chunk, rounds - start), gold.shape[1]))  # a resample a row
-        leads.append(metric(a[0][idx], gold[0][idx]) - metric(b[0][idx], gold[0][idx]))
+        idx = rng.integers(0, len(gold), size=(min(chunk, rounds - start), len(gold)))  # (chunk, pairs): resamples
+        leads.append(metric(a[idx], gold[idx]) - metric(b[idx], gold[idx]))
     low, high = np.percentile(np.concatenate(leads), [2.5, 97.5])
-    lead = float(metric(a, gold)[0] - metric(b, gold)[0])
+    lead = float(metric(a[None], gold[None])[0] - metric(b[None], gold[None])[0])  # all the pairs, once
     return {name: round(lead, 2), "low": round(float(low), 2), "high": round(float(high), 2)}

@@ -1,6 +1,8 @@
-"""The sections of params.yaml that say what data is read (data, adapt), and what every section shares: forbidden
-unknown keys, a key left out taking params.yaml's default, a bool refused where a number goes. Stage download loads
-these alone (pldistill.sections), so an edit to the other sections' types leaves it cached.
+"""The sections of params.yaml that say what data is read (data, adapt), what every section shares (forbidden
+unknown keys, a key left out taking params.yaml's default, a bool refused where a number goes), and the file itself:
+read (a YAML mapping, no key given twice), its validation errors described (each bad key, what was found, the nearest
+valid key) for any model of its sections. Stage download loads seed, data and adapt alone (DataSections), so an edit
+to the other sections' types leaves it cached.
 
 A section model holds types and checks, never a default: params.yaml is the one place a default lives, and
 pldistill/defaults_data.py (these sections) and pldistill/defaults.py (the others) are generated from it
@@ -8,13 +10,17 @@ pldistill/defaults_data.py (these sections) and pldistill/defaults.py (the other
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from pldistill.defaults_data import DEFAULTS
+from pldistill.errors import ConfigError
+from pldistill.names import registered
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 PAIR_SPLITS = ("train", "dev", "test")
@@ -168,3 +174,108 @@ class AdaptParams(DataParams):
     def data(self) -> DataParams | None:
         """The source as a DataParams, or None when there is no adaptation."""
         return None if self.dataset is None else DataParams(**self.model_dump())
+
+
+# -- params.yaml, the file: read, and its errors described
+
+def _allowed_keys(loc: tuple, model: type[BaseModel]) -> list[str]:
+    """The keys allowed beside the last element of ``loc`` (walking the section models from ``model``)."""
+    for part in loc[:-1]:
+        ann = model.model_fields[part].annotation
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def _keys_named(name: str, model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key of ``model`` whose last part is ``name`` (a key put in the wrong section)."""
+    found = []
+    for field, info in model.model_fields.items():
+        ann = info.annotation
+        if field == name:
+            found.append(prefix + field)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            found += _keys_named(name, ann, f"{prefix}{field}.")
+    return found
+
+
+def _closest(loc: tuple, model: type[BaseModel]) -> str:
+    """' (did you mean <key>?)' for an unknown key: the nearest spelling here (difflib), else the same name in
+    other sections; '' when nothing is close."""
+    prefix = "".join(f"{p}." for p in loc[:-1])
+    near = difflib.get_close_matches(str(loc[-1]), _allowed_keys(loc, model), n=1)
+    if near:
+        return f" (did you mean {prefix}{near[0]}?)"
+    elsewhere = _keys_named(str(loc[-1]), model)
+    more = ", or another" if len(elsewhere) > 3 else ""
+    return f" (did you mean {' or '.join(elsewhere[:3])}{more}?)" if elsewhere else ""
+
+
+def describe(err: ValidationError, path: Path, model: type[BaseModel]) -> str:
+    """Every problem of ``err`` (``model`` validated from ``path``): its key, what was found, the nearest key."""
+    lines = [f"{path}: {err.error_count()} problem(s) in params"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(e["loc"], model))
+            lines.append(f"  - {key}: unknown key{_closest(e['loc'], model)}; allowed here: {allowed}")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            found = "" if "found" in msg else f" (found {e.get('input')!r})"
+            lines.append(f"  - {key}: {msg}{found}")
+    return "\n".join(lines)
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (first on line {seen[key] + 1}); keep one",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_params(path: Path | str = "params.yaml") -> dict:
+    """params.yaml as a mapping, unvalidated; ConfigError when it is missing or not a YAML mapping."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found (run from the project root)")
+    try:
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeys)  # a SafeLoader: no arbitrary objects
+        if raw is None:
+            raise ConfigError(f"{path}: empty (no keys at all); expected the project's params: restore them "
+                              f"with git checkout {path.name}")
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, found {type(raw).__name__}")
+    return raw
+
+
+# -- the sections stage download reads, loaded alone (stage check validates the file whole first, so a
+# misspelt key anywhere still stops `dvc repro` before any work)
+
+class DataSections(_Section):
+    """seed, data and adapt, as pldistill.config.Params holds them; the other sections are not read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    params_yaml = DEFAULTS
+    seed: int = Field(ge=0)
+    data: DataParams
+    adapt: AdaptParams
+
+
+def load_data_sections(path: Path | str = "params.yaml") -> DataSections:
+    """seed, data and adapt of params.yaml, validated with the registries' names; ConfigError naming every bad key."""
+    raw = read_params(path)
+    try:
+        return DataSections.model_validate(raw, context=registered())
+    except ValidationError as err:
+        raise ConfigError(describe(err, Path(path), DataSections)) from None

@@ -153,7 +153,7 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
     """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
     defaults to None), run ``fn``, print its report. ``kind``: ``PLAIN``, or for a stage that trains
     pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes). ``load``: how the stage reads
-    params.yaml (pldistill.validate.load_params, the file whole; stage download: pldistill.sections'
+    params.yaml (pldistill.validate.load_params, the file whole; stage download: pldistill.params_data's
     load_data_sections, the sections it reads), so this module imports no section type."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     ap.add_argument("--params", default="params.yaml", type=Path)

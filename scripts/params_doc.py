@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "parameters.md"
 BEGIN = "<!-- generated from params.yaml by scripts/params_doc.py: edit params.yaml, then run it -->"
 END = "<!-- end of the generated reference -->"
-# The sections stage download reads (pldistill.sections.DataSections), generated apart from the others
+# The sections stage download reads (pldistill.params_data.DataSections), generated apart from the others
 DATA_SECTIONS = ("seed", "data", "adapt")
 DEFAULTS = {  # generated module -> (its docstring, which of params.yaml's top-level keys it holds)
     ROOT / "pldistill" / "defaults_data.py": ("seed, data and adapt (the sections stage download reads)",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cleaning, given, rtt, schemas
+from pldistill import cleaning, datasets, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.io import write_note_dir, write_report
@@ -60,10 +60,10 @@ def clean_given(params: Params, raw: Path, out: Path) -> dict:
     """The given pairs (data.unscored) cleaned like training pairs; gold pairs of any split dropped, counted."""
     file = raw / schemas.UNSCORED_FILE
     absent = params.data.unscored is None and not file.is_file()  # a raw folder made without given pairs
-    pairs = given.EMPTY if absent else schemas.read(file, schemas.UNSCORED)
+    pairs = datasets.NO_GIVEN if absent else schemas.read(file, schemas.UNSCORED)
     scored = {s: schemas.read(out / f"{s}.parquet", schemas.PAIRS) for s in SPLITS}
-    kept, report = given.clean(pairs, scored, params.augment.min_chars, params.augment.unicode_form)
-    given.write(out / schemas.UNSCORED_FILE, kept)
+    kept, report = datasets.clean_given(pairs, scored, params.augment.min_chars, params.augment.unicode_form)
+    datasets.write_given(out / schemas.UNSCORED_FILE, kept)
     return report
 
 

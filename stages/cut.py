@@ -15,7 +15,7 @@ import pandas as pd
 from pldistill import cut as cutting
 from pldistill import schemas, static
 from pldistill.cards import card, fit_facts
-from pldistill.config import Params, SharedStepParams, TrainParams
+from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
 from pldistill.models import BiEncoder
@@ -32,10 +32,9 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
     each epoch kept), saved in ``out``; and its fit."""
     train = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)
     t = params.teacher  # read key by key, as tracked: not its overrides of train's keys, which DVC cannot track
-    shared = {k: getattr(params.train, k) for k in SharedStepParams.model_fields}
-    tp = TrainParams(**shared, lr=t.lr, batch_size=t.batch_size, warmup=t.warmup, max_length=t.max_length,
-                     model=spec, epochs=params.static.finetune, evals_per_epoch=1, layers=None, seeds=1,
-                     seed_stop=t.seed_stop, soup=False, loss="cosine",
+    tp = TrainParams(**params.train.model_dump(), lr=t.lr, batch_size=t.batch_size, warmup=t.warmup,
+                     max_length=t.max_length, model=spec, epochs=params.static.finetune, evals_per_epoch=1,
+                     layers=None, seeds=1, seed_stop=t.seed_stop, soup=False, loss="cosine",
                      trust_remote_code=params.student.trust_remote_code)
     model, res = train_model(tp, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
                              list(train["score"]), dev, params.seed, desc="cut: static.model on gold")

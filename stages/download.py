@@ -7,11 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import datasets, given, schemas
+from pldistill import datasets, schemas
 from pldistill.io import write_report
-from pldistill.params_data import DataParams
+from pldistill.params_data import DataParams, DataSections, load_data_sections
 from pldistill.runtime import run_stage
-from pldistill.sections import DataSections, load_data_sections
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
        "fractions, and data.max_train must leave train at least 2")
@@ -40,8 +39,8 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
     warn_overlap(loaded.source, overlap, splits)
     for split, df in splits.items():
         schemas.write(out / data.name / f"{split}.parquet", df, schemas.PAIRS)
-    unscored, unscored_report = given.read(data, left_out)
-    given.write(out / data.name / schemas.UNSCORED_FILE, unscored)
+    unscored, unscored_report = datasets.read_given(data, left_out)
+    datasets.write_given(out / data.name / schemas.UNSCORED_FILE, unscored)
     return {
         "dataset": data.name, "source": loaded.source, "sha256": loaded.sha256, "task": task,
         "rows": {s: len(df) for s, df in splits.items()},
@@ -52,7 +51,7 @@ def fetch(data: DataParams, rng: np.random.Generator, out: Path) -> dict:
 
 
 def download(params: DataSections, out: Path, report: Path) -> dict:
-    """``params``: the sections it reads (pldistill.sections; a whole Params serves as well). Malformed rows are
+    """``params``: the sections it reads (DataSections; a whole Params serves as well). Malformed rows are
     dropped and counted by reason. The target is drawn first from the seed's stream, so adding a source domain
     leaves the target's split as it was."""
     rng = np.random.default_rng(params.seed)  # the stream seed_all's numpy generator gives; no torch in a data stage

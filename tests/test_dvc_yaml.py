@@ -27,8 +27,8 @@ def test_stage_depends_on_exactly_the_code_it_runs(name):
 
 def test_every_stage_runs_config_and_its_packages():
     for name, files in stage_deps.needed(ROOT).items():
-        # download loads only the sections it reads (pldistill/sections.py); check has validated the file whole
-        config = "pldistill/sections.py" if name == "download" else "pldistill/config.py"
+        # download loads only the sections it reads (params_data.DataSections); check has validated the file whole
+        config = "pldistill/params_data.py" if name == "download" else "pldistill/config.py"
         shared = "pldistill/params_data.py" if name == "download" else "pldistill/params_base.py"
         assert {config, shared, "pldistill/__init__.py", "stages/__init__.py"} <= set(files), name
 
@@ -61,8 +61,10 @@ def test_the_data_stages_depend_on_few_modules():
     lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
     modules = {name: [f for f in files if not f.startswith("pldistill/defaults")]  # generated from params.yaml: data
                for name, files in code.items()}
-    assert len(modules["check"]) <= 20 and len(modules["download"]) <= 18, modules
-    assert lines["check"] < 2200 and lines["download"] < 2500, lines
+    # download: 11 modules (reading, rows, cleaning, public_sets, datasets, schemas, io, params_data, names, errors,
+    # runtime), two __init__.py and the stage
+    assert len(modules["check"]) <= 20 and len(modules["download"]) <= 14, modules
+    assert lines["check"] < 2200 and lines["download"] < 2300, lines
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pldistill import embedding, given, losses, sampling, schemas
+from pldistill import datasets, embedding, losses, sampling, schemas
 from pldistill.config import ConfigError, EmbedParams
 from pldistill.datasets import DataError
 from pldistill.models import BiEncoder
@@ -244,7 +244,7 @@ def test_given_pairs_from_a_table_map_columns_and_never_read_scores(tmp_path, ti
                  ).to_csv(table, index=False)
     data = tiny_params.data.model_copy(update={"unscored": str(table), "columns": {"sentence1": "q1",
                                                                                  "sentence2": "q2"}})
-    pairs, report = given.read(data, None)
+    pairs, report = datasets.read_given(data, None)
     assert list(pairs.columns) == ["sentence1", "sentence2"] and len(pairs) == 2
     assert report["rows"] == 2 and report["dropped"] == {"empty_or_not_text": 1}
 
@@ -252,7 +252,7 @@ def test_given_pairs_from_a_table_map_columns_and_never_read_scores(tmp_path, ti
 def test_given_rest_needs_max_train(tiny_params):
     data = tiny_params.data.model_copy(update={"unscored": "rest"})
     with pytest.raises(DataError, match="data.unscored rest: .* max_train is null"):
-        given.read(data, None)
+        datasets.read_given(data, None)
 
 
 def test_given_pairs_drop_gold_pairs_of_every_split_either_way_round():
@@ -260,7 +260,7 @@ def test_given_pairs_drop_gold_pairs_of_every_split_either_way_round():
             "test": pd.DataFrame({"sentence1": ["Rain falls."], "sentence2": ["It rains."], "score": [0.9]})}
     pairs = pd.DataFrame({"sentence1": ["a dog runs.", "\uff29\uff34 rains.", "Birds sing.", "Birds  sing."],
                           "sentence2": ["a cat sits.", "Rain falls.", "A bird sings.", "A bird sings."]})
-    kept, report = given.clean(pairs, gold, 4, "NFC")  # NFC keeps the full-width IT; the pair key folds it
+    kept, report = datasets.clean_given(pairs, gold, 4, "NFC")  # NFC keeps the full-width IT; the pair key folds it
     assert kept.values.tolist() == [["Birds sing.", "A bird sings."]]
     assert report["dropped"] == {"duplicate": 1, "gold_pair": 2}  # case and width make no new pair
 

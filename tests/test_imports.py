@@ -26,7 +26,7 @@ def test_config_runs_no_registry_and_nothing_above_it():
     # defaults and defaults_data: params.yaml's values, generated, plain data
     assert below <= {"pldistill", "pldistill.config", "pldistill.params_base", "pldistill.params_data",
                      "pldistill.params_train", "pldistill.defaults", "pldistill.defaults_data",
-                     "pldistill.names", "pldistill.params_file", "pldistill.errors", *specs}, below
+                     "pldistill.names", "pldistill.errors", *specs}, below
 
 
 def test_only_the_stages_run_the_stage_command_line():

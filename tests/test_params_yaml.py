@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from pldistill.config import DataParams, EmbedParams, Params, SharedStepParams, StepParams, step_sections
-from pldistill.sections import DataSections
+from pldistill.params_data import DataSections
 from pldistill.validate import parse_params
 from scripts import params_doc
 
