@@ -64,7 +64,7 @@ from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: p
     install_hint,
     is_table,
 )
-from pldistill.params_data import describe, read_params
+from pldistill.params_data import DEMO_SENTENCES, describe, read_params
 from pldistill.params_train import (  # noqa: F401  (re-exported)
     EMBED_LOSSES,
     EMBED_SOURCES,
@@ -122,7 +122,7 @@ class Params(_Section):
             SharedStepParams.model_validate(train)
         except ValidationError:
             train = None  # its errors are reported once, at train.<key>, not again in every section inheriting it
-        return cls._auto_strategy(_inherit(raw, train, step_sections(cls)))
+        return cls._auto_corpus(cls._auto_strategy(_inherit(raw, train, step_sections(cls))))
 
     @classmethod
     def _auto_strategy(cls, raw: dict) -> dict:
@@ -132,6 +132,16 @@ class Params(_Section):
         if not isinstance(sample, dict) or not isinstance(data, dict) or sample.get("strategy") != "auto":
             return raw  # (a section that is not a mapping is refused by its own model)
         return {**raw, "sample": {**sample, "strategy": "bm25" if data.get("unscored") is None else "given"}}
+
+    @classmethod
+    def _auto_corpus(cls, raw: dict) -> dict:
+        # embed.corpus auto: the plain sentences the dataset ships, where it ships some (the demo, read from its own
+        # file: data/demo/sentences.txt); else none (docs/fast-student.md: what they add on the demo)
+        embed, data = raw.get("embed"), raw.get("data")
+        if not isinstance(embed, dict) or not isinstance(data, dict) or embed.get("corpus") != "auto":
+            return raw
+        own = data.get("dataset") == "demo" and data.get("source") is None
+        return {**raw, "embed": {**embed, "corpus": DEMO_SENTENCES if own else None}}
 
     @model_validator(mode="after")
     def _recipe_rules(self) -> Params:

@@ -22,7 +22,7 @@ from pldistill import cleaning, schemas
 from pldistill.cleaning import in_train
 from pldistill.errors import DataError
 from pldistill.io import sha256_file
-from pldistill.params_data import DataParams, DataSections
+from pldistill.params_data import DEMO_PAIRS, DataParams, DataSections
 from pldistill.public_sets import load_mrpc, load_qqp, load_sickr, load_stsb
 from pldistill.reading import read_table
 from pldistill.rows import (  # noqa: F401  (re-exported: their old home)
@@ -38,7 +38,7 @@ from pldistill.rows import (  # noqa: F401  (re-exported: their old home)
 )
 
 SOURCE_DIR = "source"  # domain adaptation: data/raw/source/<name>/ and data/clean/source/ hold the source domain
-DEMO_PATH = Path("data/demo/pairs.tsv")
+DEMO_PATH = Path(DEMO_PAIRS)
 
 TASK_OF = {"stsb": "regression", "sickr": "regression", "mrpc": "classification", "qqp": "classification"}
 _SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}

@@ -27,7 +27,7 @@ DEFAULTS = {
     },
     'sample': {
         'strategy': 'auto',
-        'top_k': 10,
+        'top_k': 3,
         'query_chunk': 256,
         'bm25': {'k1': 1.5, 'b': 0.75, 'epsilon': 0.25},
         'random': {'pairs': 10000},
@@ -52,7 +52,7 @@ DEFAULTS = {
         'bf16': False,
         'precision': None,
         'accumulate': 1,
-        'optimizer': 'adamw',
+        'optimizer': 'adamw-fused',
         'trainer': 'ours',
         'checkpoint_every': None,
     },
@@ -131,7 +131,7 @@ DEFAULTS = {
     'embed': {
         'epochs': 5,
         'teacher': 'auto',
-        'corpus': None,
+        'corpus': 'auto',
         'max_corpus': None,
         'sources': ['train', 'given', 'paraphrases'],
         'loss': 'mse',

@@ -91,6 +91,12 @@ class SplitParams(_Section):
     test: float = Field(gt=0, lt=0.5)
 
 
+# The demo's files (data/demo/README.md): its scored pairs (data.dataset demo) and its plain sentences, which
+# embed.corpus auto learns when the demo is read from its own file (data.source null)
+DEMO_PAIRS = "data/demo/pairs.tsv"
+DEMO_SENTENCES = "data/demo/sentences.txt"
+
+
 class DataParams(_Section):
     params_yaml = DEFAULTS["data"]
     dataset: str

@@ -238,7 +238,7 @@ class EmbedParams(StepParams):
     epochs: int = Field(ge=0)  # 0: off
     teacher: str | None  # whose embeddings: auto (a cut student: its whole model; else the stage teacher's)
                                   # | None, the stage teacher's bi-encoders | a bi-encoder spec
-    corpus: str | None  # more plain sentences: a .txt (one a line) or a table with a `sentence` column
+    corpus: str | None  # more plain sentences: auto (the dataset's own: the demo's) | a .txt | a `sentence` table
     max_corpus: int | None = Field(ge=1)  # at most this many corpus sentences (drawn with the seed)
     sources: tuple[str, ...]  # the task's sentences it learns: train pairs, given pairs, paraphrases
     loss: str  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
@@ -260,7 +260,9 @@ class EmbedParams(StepParams):
     @field_validator("corpus")
     @classmethod
     def _corpus_file(cls, v: str | None) -> str | None:
+        if v == "auto":  # resolved by Params from data.dataset; a section built alone knows no dataset's sentences
+            return None
         if v is None or v.lower().endswith((".txt", *TABLE_SUFFIXES)):
             return v
-        raise ValueError(f"expected null, a .txt (one sentence a line) or a table ({', '.join(TABLE_SUFFIXES)}) "
+        raise ValueError(f"expected auto, null, a .txt (one sentence a line) or a table ({', '.join(TABLE_SUFFIXES)}) "
                          f"with a sentence column; found {v!r}")

@@ -113,7 +113,8 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
         **cards.fit_facts(res.summary(), ep), "seed": params.seed},
         "A bi-encoder that learned its teacher's sentence embeddings; stage distill trains it on pairs next."))
     res.write_curve(curve)
-    result = {"epochs": ep.epochs, "sentences": len(sentences), "by_source": counts, "teacher_width": width,
+    result = {"epochs": ep.epochs, "sentences": len(sentences), "corpus": ep.corpus, "by_source": counts,
+              "teacher_width": width,
               "projection": projection, "loss": ep.loss, "encode_seconds": round(encode_seconds, 1),
               "start": start, "after": split_scores(student, scored, ev), **res.summary(),
               "encode_peak_rss_mb": encode_rss,

@@ -136,3 +136,15 @@ def test_a_bad_train_key_is_named_once_and_a_section_s_own_clash_at_the_section(
         err.value)
     with pytest.raises(ConfigError, match=r"1 problem\(s\)[\s\S]*- dse: bf16 auto and precision bf16 disagree"):
         parse_params({"train": {"precision": "bf16"}, "dse": {"bf16": "auto"}})  # train alone agrees with itself
+
+
+def test_embed_corpus_auto_learns_the_demos_own_sentences_only():
+    """embed.corpus auto: the plain sentences the demo ships, read from its own file; any other data, none."""
+    assert parse_params({}).embed.corpus == "data/demo/sentences.txt"
+    assert (ROOT / parse_params({}).embed.corpus).is_file()
+    assert parse_params({"data": {"dataset": "stsb"}}).embed.corpus is None
+    assert parse_params({"data": {"source": "my/pairs.tsv"}}).embed.corpus is None  # another file read as the demo
+    assert parse_params({"data": {"dataset": "stsb"}, "embed": {"corpus": "c.txt"}}).embed.corpus == "c.txt"
+    assert parse_params({"embed": {"corpus": None}}).embed.corpus is None
+    with pytest.raises(ConfigError, match=r"embed\.corpus: .*expected auto, null, a \.txt"):
+        parse_params({"embed": {"corpus": "sentences.doc"}})

@@ -94,6 +94,25 @@ def test_demo_dataset_is_shipped_and_sized():
     assert (ROOT / "data/demo/README.md").is_file()  # the note on how it was made
 
 
+def test_demo_plain_sentences_are_built_from_their_parts_and_hold_no_pair_sentence(tmp_path):
+    """data/demo/sentences.txt is what build.py makes of parts/plain-*.txt: each sentence once, none of pairs.tsv."""
+    import shutil
+    import subprocess
+    import sys
+
+    demo = tmp_path / "demo"
+    shutil.copytree(ROOT / "data/demo", demo)
+    subprocess.run([sys.executable, str(demo / "build.py")], check=True, capture_output=True)
+    assert (demo / "sentences.txt").read_bytes() == (ROOT / "data/demo/sentences.txt").read_bytes()
+    assert (demo / "pairs.tsv").read_bytes() == (ROOT / "data/demo/pairs.tsv").read_bytes()
+    plain = (ROOT / "data/demo/sentences.txt").read_text(encoding="utf-8").splitlines()
+    pairs = pd.read_csv(ROOT / "data/demo/pairs.tsv", sep="\t", quoting=3)
+    key = lambda s: " ".join(s.lower().split()).strip(".?! ")  # noqa: E731
+    in_pairs = {key(s) for s in [*pairs["sentence1"], *pairs["sentence2"]]}
+    assert len(plain) > 2000 and len({key(s) for s in plain}) == len(plain)
+    assert not {key(s) for s in plain} & in_pairs
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
 def test_table_by_path_with_column_mapping(tmp_path, suffix):
     df = pd.DataFrame({"q1": [f"question {i} here" for i in range(40)],

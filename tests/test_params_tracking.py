@@ -29,6 +29,10 @@ NOT_RUN: dict[str, dict[str, str]] = {
     # gold tracks student whole; keep decides the cut (stage cut), which gold reads from models/cut, and the mid-run
     # checkpoint's fingerprint dumps the section whole (pldistill.loop), with checkpoints off in the chains
     "gold": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on"},
+    # embed.corpus auto is resolved from data.dataset and data.source as params.yaml is parsed (config.Params.
+    # _auto_corpus), before any stage reads a key: the demo read from another file learns no demo sentences
+    "cut": {"data.source": "embed.corpus auto's resolution, at parse time"},
+    "embed": {"data.source": "embed.corpus auto's resolution, at parse time"},
     "distill": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on",
                 **dict.fromkeys((f"sample.semantic.{k}" for k in ("nlist", "nprobe", "hnsw_m", "ef_search")),
                                 "augsbert's later cycles mining with an ivf or hnsw index")},

@@ -1,9 +1,14 @@
-"""Merge the hand-written parts into pairs.tsv with a split column (run once; output is committed).
+"""Merge the hand-written parts into pairs.tsv with a split column, and the plain sentences into sentences.txt
+(run once; outputs are committed).
 
 Splits are by group, so the variants of one base sentence never straddle train and test:
 every 7th group (offset 3) goes to dev, every 7th (offset 5) to test, the rest to train.
+Plain sentences (parts/plain-*.txt, one a line) are kept once each (compared case-, punctuation- and
+spacing-insensitively), and one that is also a sentence of pairs.tsv is left out: a dev or test sentence is
+never plain text to learn, and a training one is learned from the pairs already.
 """
 import csv
+import re
 from pathlib import Path
 
 here = Path(__file__).parent
@@ -18,3 +23,25 @@ with (here / "pairs.tsv").open("w", encoding="utf-8", newline="") as f:
     w.writerow(["split", "group", "score", "sentence1", "sentence2"])
     for r in rows:
         w.writerow([split_of[r["group"]], r["group"], r["score"], r["sentence1"], r["sentence2"]])
+
+
+def key(s: str) -> str:
+    return re.sub(r"\W+", " ", s.lower()).strip()
+
+
+seen = {key(r[c]) for r in rows for c in ("sentence1", "sentence2")}
+plain, left_out = [], {"in_pairs": 0, "repeated": 0}
+for part in sorted((here / "parts").glob("plain-*.txt")):
+    for line in part.read_text(encoding="utf-8").splitlines():
+        s = " ".join(line.split())
+        if not s:
+            continue
+        k = key(s)
+        if k in seen:
+            left_out["in_pairs" if any(k == key(r[c]) for r in rows for c in ("sentence1", "sentence2"))
+                     else "repeated"] += 1
+            continue
+        seen.add(k)
+        plain.append(s)
+(here / "sentences.txt").write_text("\n".join(plain) + "\n", encoding="utf-8")
+print(f"{len(rows)} pairs, {len(plain)} plain sentences (left out: {left_out})")
