@@ -31,7 +31,9 @@ def timed_steps(layers: tuple[int, ...], optimizer: str, s1: list[str], s2: list
     torch.manual_seed(0)
     model = BiEncoder.load("bundled:all-MiniLM-L6-v2", 128, False, layers)
     module = model.module
-    opt = _optimizer(module, StepParams(epochs=1, optimizer=optimizer, lr=1e-4), {})
+    step = StepParams(epochs=1, batch_size=16, lr=1e-4, warmup=0.1, max_length=128, evals_per_epoch=1,
+                      optimizer=optimizer)  # the demo student's settings; weight decay off biases and LayerNorm
+    opt = _optimizer(module, step, {})
     module.train()
     took = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
     for i in range(steps):
