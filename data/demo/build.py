@@ -29,7 +29,8 @@ def key(s: str) -> str:
     return re.sub(r"\W+", " ", s.lower()).strip()
 
 
-seen = {key(r[c]) for r in rows for c in ("sentence1", "sentence2")}
+in_pairs = {key(r[c]) for r in rows for c in ("sentence1", "sentence2")}
+seen: set[str] = set()
 plain, left_out = [], {"in_pairs": 0, "repeated": 0}
 for part in sorted((here / "parts").glob("plain-*.txt")):
     for line in part.read_text(encoding="utf-8").splitlines():
@@ -37,9 +38,8 @@ for part in sorted((here / "parts").glob("plain-*.txt")):
         if not s:
             continue
         k = key(s)
-        if k in seen:
-            left_out["in_pairs" if any(k == key(r[c]) for r in rows for c in ("sentence1", "sentence2"))
-                     else "repeated"] += 1
+        if k in in_pairs or k in seen:
+            left_out["in_pairs" if k in in_pairs else "repeated"] += 1
             continue
         seen.add(k)
         plain.append(s)
