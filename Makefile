@@ -31,10 +31,11 @@ run: $(STAMP)
 	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"
 
 # the default tier on every core (pytest-xdist; one torch thread a worker, tests/conftest.py); TEST_WORKERS=0: in
-# this process alone. The slow tier stays in one process: its stages time themselves and start their own.
+# this process alone. --dist loadfile: a file's tests run on one worker, so a module fixture is built once
+# (test_params_tracking's runs every chain and variant: ~40 s on 2 cores). The slow tier stays in one process: its stages time themselves and start their own.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	pytest -q -n $(TEST_WORKERS)
+	pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	pytest -q -m slow

