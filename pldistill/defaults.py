@@ -55,6 +55,7 @@ DEFAULTS = {
         'optimizer': 'adamw-fused',
         'trainer': 'ours',
         'checkpoint_every': None,
+        'patience': 1.0,
     },
     'teacher': {
         'model': 'bundled:all-MiniLM-L6-v2',

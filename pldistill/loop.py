@@ -25,7 +25,14 @@ from transformers import get_linear_schedule_with_warmup
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
-from pldistill.trainable import BatchLoss, Columns, FitResult, Prefetch, write_curves  # noqa: F401  (re-exported)
+from pldistill.trainable import (  # noqa: F401  (write_curves: re-exported)
+    BatchLoss,
+    Columns,
+    FitResult,
+    Prefetch,
+    stop_reason,
+    write_curves,
+)
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
@@ -107,6 +114,7 @@ class Fit:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == "fp16")
         self.step, self.seconds, self.curve, self.running, self.losses, self.lrs = 0, 0.0, [], [], [], []
         self.best = {"dev": -math.inf, "step": 0, "state": None}
+        self.stopped: str | None = None  # why training ended before its last step (params.patience)
         self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
         self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
         self.prefetch, self._workers = prefetch, ahead.pool() if prefetch is not None else None
@@ -142,7 +150,18 @@ class Fit:
             self.best.update(dev=dev, step=self.step, state=state)
         if self.log:
             self.log.dev(self.step, dev)
+        self.stopped = self._out_of_patience()
         return dev
+
+    def _out_of_patience(self) -> str | None:
+        """Why training stops here (the best dev score is more than ``params.patience`` epochs old), or None.
+        A function of the curve alone, so a resumed run stops where the uninterrupted one did."""
+        patience = self.params.patience
+        if patience is None or self.params.select != "dev" or self.step >= self.total:
+            return None
+        if self.step - self.best["step"] <= patience * self.per_epoch:
+            return None
+        return stop_reason(self.step, self.total, (self.best["dev"], self.best["step"]), self.per_epoch, patience)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.amp)
@@ -216,7 +235,7 @@ class Fit:
             return next(r["dev"] for r in self.curve if r["step"] == until)
         t0 = time.perf_counter()
         _set_rng_state(self._rng)
-        while self.step < until:
+        while self.step < until and not self.stopped:
             self._train_step(self._next_batch())
             if self.step in self.eval_steps and self.step < until:
                 self._evaluate()
@@ -287,6 +306,7 @@ class Fit:
         self.best.update(dev=st["best"]["dev"], step=st["best"]["step"])
         if ck["best"] is not None:
             self.best["state"] = ck["best"]
+        self.stopped = self._out_of_patience() if self.curve[-1]["step"] == self.step else None
         self._rng = [ck["rng"][f"{mine}torch.{i}"] for i in range(len(self._rng))]
         self.generator.set_state(ck["rng"]["generator"])
         self._saved_step, self._best_saved = self.step, self.best["step"]
@@ -304,11 +324,13 @@ class Fit:
         """Train to the end; leave the module at the kept checkpoint (best dev, or the last)."""
         self.advance(self.total)
         self.close()
+        if self.stopped and distributed.is_main():
+            print(f"{self.bar.desc}: stopped early {self.stopped}", file=sys.stderr)
         if self.params.select == "dev":
             self.module.load_state_dict(self.best["state"])
         self.module.eval()
         return FitResult(best_dev=self.best["dev"], best_step=self.best["step"], steps=self.step,
-                         seconds=self.seconds, curve=self.curve, precision=self.amp)
+                         seconds=self.seconds, curve=self.curve, precision=self.amp, stopped=self.stopped)
 
     def close(self) -> None:
         self.bar.close()

@@ -44,6 +44,9 @@ class SharedStepParams(_Section):
     trainer: Literal["ours", "sentence-transformers"]
     checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
                                                       # N every N steps, 0 none (pldistill/checkpoints.py)
+    # early stopping (select dev): training ends at the first dev evaluation where the best dev score is more than
+    # this many epochs old; null trains every epoch. The steps before the stop are the same either way.
+    patience: float | None = Field(gt=0)
 
     _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
 

@@ -17,12 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from pldistill.cleaning import distinct, normalise, sentence_key
 from pldistill.errors import RTTError
-from pldistill.models import autocast, device, length_sorted_batches, resolve
 from pldistill.reading import read_sentences, read_table
 
 # A language's script: letters outside it are stripped from its sentences.
@@ -95,7 +93,12 @@ class Marian:
                                               f"Helsinki-NLP/opus-mt-{language}-{self.source}")
 
     def translate(self, texts: list[str], spec: str) -> list[str]:
+        # loaded here, not with the module: torch and sentence-transformers take ~10 s to import on a 2-core CPU,
+        # and the backends none and table use neither
+        import torch
         from transformers import AutoTokenizer, MarianMTModel
+
+        from pldistill.models import autocast, device, length_sorted_batches, resolve
 
         path = resolve(spec)
         try:

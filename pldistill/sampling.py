@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from pldistill import names, semantic
+from pldistill import names
 from pldistill.bm25 import BM25Index, tokenize
 from pldistill.cleaning import distinct, pair_key
 from pldistill.config import SampleParams
@@ -152,6 +152,8 @@ def sample_semantic(ctx: Context) -> pd.DataFrame:
     """Each unique sentence's ``top_k`` cosine neighbours under the encoder (faiss, see ``semantic``)."""
     if ctx.encode is None:
         raise ValueError("strategy semantic needs an encoder (sample.semantic.encoder)")
+    from pldistill import semantic  # faiss and torch: loaded by the semantic strategies only
+
     p, sentences = ctx.params, ctx.sentences
     emb = ctx.encode(sentences)  # (n, dim), L2-normalised
     hits = semantic.neighbours(emb, p.top_k, p.semantic, ctx.seed, chunk=p.semantic.search_chunk)

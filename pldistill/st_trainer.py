@@ -38,7 +38,7 @@ from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams, TrainParams
 from pldistill.loop import FitResult, check_rows, eval_steps
 from pldistill.models import BiEncoder, CrossModel
-from pldistill.trainable import BatchLoss, Columns
+from pldistill.trainable import BatchLoss, Columns, stop_reason
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
@@ -75,16 +75,28 @@ def _evaluator(module: torch.nn.Module, score: Callable[[], float]):
     return DevSpearman()
 
 
-def _callback(eval_steps: set[int], log: tracking.RunLog | None):
+def _callback(eval_steps: set[int], log: tracking.RunLog | None, dev0: float, patience_steps: float | None):
     from transformers import TrainerCallback
 
     class Schedule(TrainerCallback):
         """Dev scoring (and a Trainer checkpoint) at our loop's steps, the last one included; each step's loss
-        and learning rate, and each dev score, to our DVCLive log."""
+        and learning rate, and each dev score, to our DVCLive log. With ``patience_steps``, training ends at the
+        first evaluation where the best dev score (the start's, ``dev0``, counts) is more than that many steps old,
+        as our loop's does (pldistill.loop.Fit)."""
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step in eval_steps:
                 control.should_evaluate = control.should_save = True
+            return control
+
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+            if patience_steps is None:
+                return control
+            # from the logged history, not a count kept here: a resumed run decides as the uninterrupted one did
+            curve = [(0, dev0)] + [(h["step"], h[METRIC]) for h in state.log_history if METRIC in h]
+            best_step = max(curve, key=lambda r: r[1])[0]  # a tie keeps the earlier, as the curve's max does
+            if state.global_step < state.max_steps and state.global_step - best_step > patience_steps:
+                control.should_training_stop = True
             return control
 
         def on_log(self, args, state, control, logs=None, **kwargs) -> None:
@@ -143,8 +155,9 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
         "desc": desc, **key, "weights": start, "seed": seed, "dev0": dev0, "amp": amp}))
     with tempfile.TemporaryDirectory(prefix="st-trainer-") as tmp:
         out = Path(folder or tmp)  # checkpoints off: the Trainer's still go somewhere (the best is loaded back)
+        patience = None if params.patience is None or params.select != "dev" else params.patience * per_epoch
         trainer = make(_args(params, out, seed, amp, total), evaluator,
-                       [_callback(eval_steps(per_epoch, params), tracking.run_log(total))])
+                       [_callback(eval_steps(per_epoch, params), tracking.run_log(total), dev0, patience)])
         trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
         trainer.add_callback(_bar_only())
         resume = folder is not None and any(out.glob("checkpoint-*"))
@@ -156,8 +169,11 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
     if best["step"] == 0 and params.select == "dev":
         module.load_state_dict(start)  # nothing beat the start on dev (the Trainer loaded its best)
     module.eval()
-    return FitResult(best_dev=best["dev"], best_step=best["step"], steps=trainer.state.global_step,
-                     seconds=time.perf_counter() - t0, curve=curve, precision=amp)
+    steps = trainer.state.global_step
+    stopped = None if steps >= total else stop_reason(steps, total, (best["dev"], best["step"]), per_epoch,
+                                                       params.patience)
+    return FitResult(best_dev=best["dev"], best_step=best["step"], steps=steps,
+                     seconds=time.perf_counter() - t0, curve=curve, precision=amp, stopped=stopped)
 
 
 def train(model: BiEncoder | CrossModel, params: TrainParams, s1: list[str], s2: list[str], target: np.ndarray,

@@ -52,6 +52,7 @@ class FitResult:
     soup: dict | None = None  # a soup: each seed's dev score, the average's, and which was kept (pldistill.soup)
     wise: dict | None = None  # WiSE-FT: each mix with the start scored on dev, and the share kept (pldistill.soup)
     precision: str = "fp32"  # the autocast it trained under (``precision: auto`` resolves per machine)
+    stopped: str | None = None  # why it stopped before its last step (early stopping: params ``patience``)
 
     def write_curve(self, path: Path | str) -> None:
         """The dev curve as a CSV for `dvc plots` (x: step, y: dev_spearman)."""
@@ -62,8 +63,16 @@ class FitResult:
                "train_seconds": round(self.seconds, 1)}
         if self.precision != "fp32":  # fp32 unsaid: reports of runs that predate the key stay as they were
             out["precision"] = self.precision
+        if self.stopped:
+            out["stopped_early"] = self.stopped
         return {**out, **({"seed_optimisation": self.seeds} if self.seeds else {}),
                 **({"soup": self.soup} if self.soup else {}), **({"wise": self.wise} if self.wise else {})}
+
+
+def stop_reason(step: int, total: int, best: tuple[float, int], per_epoch: int, patience: float) -> str:
+    """Why a run with this ``best`` (dev score, step) stopped early at ``step`` of ``total`` (FitResult.stopped)."""
+    return (f"at step {step} of {total}: dev has not passed {best[0]:.2f} (step {best[1]}) for "
+            f"{(step - best[1]) / per_epoch:.2f} epochs, more than patience {patience:g}")
 
 
 def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -> None:

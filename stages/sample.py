@@ -11,7 +11,6 @@ import numpy as np
 from pldistill import sampling, schemas
 from pldistill.config import Params
 from pldistill.io import write_report
-from pldistill.models import BiEncoder
 from pldistill.runtime import run_stage
 from pldistill.seeding import seed_all
 from pldistill.validate import load_params
@@ -28,6 +27,8 @@ def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]]
     spec = str(gold_model) if sp.encoder == "gold" else sp.encoder
 
     def encode(texts: list[str]) -> np.ndarray:
+        from pldistill.models import BiEncoder  # sentence-transformers: ~10 s to import, for semantic search only
+
         model = BiEncoder.load(spec, sp.max_length, sp.trust_remote_code)
         return model.encode(texts, sp.batch_size, sp.bf16, progress=True)
 

@@ -21,9 +21,9 @@ class Killed(Exception):
     """Stands for a kill: raised from the dev score at a chosen evaluation."""
 
 
-def _start(tiny_model_dir, params, kill_at_eval=None):
+def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
     """fit_seeds' start(seed), seeded as the stages seed, its dev score raising ``Killed`` at the
-    ``kill_at_eval``-th evaluation (1 is step 0's) of any run."""
+    ``kill_at_eval``-th evaluation (1 is step 0's) of any run; ``dev_at``: step -> the dev score it reads."""
     from pldistill.seeding import seed_all
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
@@ -34,15 +34,17 @@ def _start(tiny_model_dir, params, kill_at_eval=None):
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
         score = dev_spearman(bi, dev, ep)
+        run: list[Fit] = []  # the run, once built (its first evaluation, step 0's, comes before)
 
         def dev_score():
             evals[0] += 1
             if evals[0] == kill_at_eval:
                 raise Killed
-            return score()
+            return score() if dev_at is None else dev_at[run[0].step if run else 0]
 
-        return bi, Fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
-                       train["score"].to_numpy(), dev_score, params, gen)
+        run.append(Fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+                       train["score"].to_numpy(), dev_score, params, gen))
+        return bi, run[0]
 
     return start
 
@@ -81,6 +83,25 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_the_uninterrupted_
     assert f"resumed from the checkpoint at step {resumed_at} of 16" in capsys.readouterr().err
     _assert_same(model, whole, again, res)
     assert list(root.iterdir()) == []  # the stage finished: its checkpoints are gone
+
+
+def test_a_run_killed_before_its_early_stop_resumes_and_stops_where_the_uninterrupted_one_did(tiny_model_dir,
+                                                                                           tmp_path):
+    params = _params(epochs=3, patience=1.0)  # 8 steps an epoch, evaluations every 4
+    dev_at = dict(zip(range(0, 25, 4), [10, 20, 15, 14, 13, 12, 11]))  # the best at step 4: it stops at step 16
+    model, run = _start(tiny_model_dir, params, dev_at=dev_at)(7)
+    whole = run.finish()
+    assert (whole.steps, whole.best_step) == (16, 4) and whole.stopped.startswith("at step 16 of 24")
+
+    root = tmp_path / "ckpt"
+    with pytest.raises(Killed), checkpoints.enabled(root):
+        _start(tiny_model_dir, params, kill_at_eval=5, dev_at=dev_at)(7)[1].finish()  # dies at step 16's
+    with checkpoints.enabled(root):
+        again, run = _start(tiny_model_dir, params, dev_at=dev_at)(7)
+        assert run.step == 12 and run.stopped is None
+        res = run.finish()
+    _assert_same(model, whole, again, res)
+    assert res.stopped == whole.stopped
 
 
 def test_another_run_never_resumes_a_checkpoint_not_its_own(tiny_model_dir, tmp_path):

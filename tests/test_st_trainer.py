@@ -220,3 +220,14 @@ def test_fit_at_on_the_trainer_refuses_rows_that_do_not_line_up(tiny_model_dir):
     model, loss, (sentences,), target = _sentences_to_embeddings(tiny_model_dir)
     with pytest.raises(ValueError, match=r"every text column needs one row per target \(80\); got columns of \[3\]"):
         _fit_at(model, loss, (sentences[:3],), target)
+
+
+@pytest.mark.parametrize("trainer", ["ours", "sentence-transformers"])
+def test_patience_stops_both_engines_at_the_same_evaluation(tiny_model_dir, monkeypatch, trainer):
+    from pldistill import training
+
+    scores = iter([10, 20, 15, 14, 13, 12, 11])  # at steps 0, 2, 5, 8, 10, 12, 15 (5 steps an epoch): the best at 2
+    monkeypatch.setattr(training, "dev_spearman", lambda model, dev, params: lambda: next(scores))
+    _, res, _ = _train(tiny_model_dir, epochs=3, patience=1.0, trainer=trainer)
+    assert [r["step"] for r in res.curve] == [0, 2, 5, 8] and (res.steps, res.best_step, res.best_dev) == (8, 2, 20)
+    assert res.stopped == "at step 8 of 15: dev has not passed 20.00 (step 2) for 1.20 epochs, more than patience 1"

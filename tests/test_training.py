@@ -266,3 +266,36 @@ def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
         parse_params({"teacher": {"kind": "cross", "finetune": True, "loss": "cosent", "candidates": []}})
     with pytest.raises(ConfigError, match="loss"):
         parse_params({"student": {"loss": "cosine-mse"}})
+
+
+def _fit_scored(tiny_model_dir, dev_scores, **student):
+    """3 epochs of 8 steps, dev scored every 4 steps (``dev_scores`` in turn): the run and its model."""
+    torch.manual_seed(5)
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+    train = make_pairs(64)
+    params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 3, "evals_per_epoch": 2,
+                                       **student}}).student
+    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+              train["score"].to_numpy(), iter(dev_scores).__next__, params, torch.Generator().manual_seed(5))
+    return bi, res
+
+
+def test_patience_stops_once_the_best_dev_score_is_more_than_that_many_epochs_old(tiny_model_dir, capsys):
+    peak_then_fall = [10, 20, 15, 14, 13, 12, 11]  # at steps 0, 4, 8, ..., 24: the best at step 4
+    stopped, res = _fit_scored(tiny_model_dir, peak_then_fall, patience=1.0)
+    assert [r["step"] for r in res.curve] == [0, 4, 8, 12, 16]  # at 16 the best is 12 steps (1.5 epochs) old
+    assert (res.best_step, res.best_dev, res.steps) == (4, 20, 16)
+    assert res.stopped == "at step 16 of 24: dev has not passed 20.00 (step 4) for 1.50 epochs, more than patience 1"
+    assert res.summary()["stopped_early"] == res.stopped
+    assert f"train: stopped early {res.stopped}" in capsys.readouterr().err
+    # without patience the same run goes on to its last step: the steps before the stop were the same steps
+    whole, full = _fit_scored(tiny_model_dir, peak_then_fall, patience=None)
+    assert full.steps == 24 and full.stopped is None and "stopped_early" not in full.summary()
+    assert full.curve[:5] == res.curve  # losses included
+    for (name, a), b in zip(stopped.module.state_dict().items(), whole.module.state_dict().values()):
+        assert torch.equal(a, b), name  # both keep step 4's weights
+    # one epoch without a better score is within patience 1: a new best at step 16 carries the run on
+    _, res = _fit_scored(tiny_model_dir, [10, 20, 15, 14, 21, 12, 11], patience=1.0)
+    assert (res.steps, res.best_step, res.stopped) == (24, 16, None)
+    _, res = _fit_scored(tiny_model_dir, peak_then_fall, patience=1.0, select="last")  # no best to wait for
+    assert (res.steps, res.stopped) == (24, None)
