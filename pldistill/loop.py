@@ -25,13 +25,13 @@ from transformers import get_linear_schedule_with_warmup
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
-from pldistill.trainable import (  # noqa: F401  (write_curves: re-exported)
+from pldistill.trainable import (
     BatchLoss,
     Columns,
     FitResult,
     Prefetch,
-    stop_reason,
-    write_curves,
+    out_of_patience,
+    write_curves,  # noqa: F401  (re-exported)
 )
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -154,14 +154,8 @@ class Fit:
         return dev
 
     def _out_of_patience(self) -> str | None:
-        """Why training stops here (the best dev score is more than ``params.patience`` epochs old), or None.
-        A function of the curve alone, so a resumed run stops where the uninterrupted one did."""
-        patience = self.params.patience
-        if patience is None or self.params.select != "dev" or self.step >= self.total:
-            return None
-        if self.step - self.best["step"] <= patience * self.per_epoch:
-            return None
-        return stop_reason(self.step, self.total, (self.best["dev"], self.best["step"]), self.per_epoch, patience)
+        return out_of_patience(self.step, self.total, (self.best["dev"], self.best["step"]), self.per_epoch,
+                               self.params.patience, self.params.select)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.amp)

@@ -38,7 +38,7 @@ from pldistill import checkpoints, distributed, tracking
 from pldistill.config import ConfigError, StepParams, TrainParams
 from pldistill.loop import FitResult, check_rows, eval_steps
 from pldistill.models import BiEncoder, CrossModel
-from pldistill.trainable import BatchLoss, Columns, stop_reason
+from pldistill.trainable import BatchLoss, Columns, out_of_patience
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
@@ -75,14 +75,13 @@ def _evaluator(module: torch.nn.Module, score: Callable[[], float]):
     return DevSpearman()
 
 
-def _callback(eval_steps: set[int], log: tracking.RunLog | None, dev0: float, patience_steps: float | None):
+def _callback(eval_steps: set[int], log: tracking.RunLog | None, dev0: float, params: StepParams, per_epoch: int):
     from transformers import TrainerCallback
 
     class Schedule(TrainerCallback):
         """Dev scoring (and a Trainer checkpoint) at our loop's steps, the last one included; each step's loss
-        and learning rate, and each dev score, to our DVCLive log. With ``patience_steps``, training ends at the
-        first evaluation where the best dev score (the start's, ``dev0``, counts) is more than that many steps old,
-        as our loop's does (pldistill.loop.Fit)."""
+        and learning rate, and each dev score, to our DVCLive log. Training ends early where our loop's would
+        (``out_of_patience``; the start's dev score, ``dev0``, counts)."""
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step in eval_steps:
@@ -90,12 +89,10 @@ def _callback(eval_steps: set[int], log: tracking.RunLog | None, dev0: float, pa
             return control
 
         def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-            if patience_steps is None:
-                return control
             # from the logged history, not a count kept here: a resumed run decides as the uninterrupted one did
-            curve = [(0, dev0)] + [(h["step"], h[METRIC]) for h in state.log_history if METRIC in h]
-            best_step = max(curve, key=lambda r: r[1])[0]  # a tie keeps the earlier, as the curve's max does
-            if state.global_step < state.max_steps and state.global_step - best_step > patience_steps:
+            curve = [(dev0, 0)] + [(h[METRIC], h["step"]) for h in state.log_history if METRIC in h]
+            best = max(curve, key=lambda r: r[0])  # a tie keeps the earlier
+            if out_of_patience(state.global_step, state.max_steps, best, per_epoch, params.patience, params.select):
                 control.should_training_stop = True
             return control
 
@@ -155,9 +152,8 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
         "desc": desc, **key, "weights": start, "seed": seed, "dev0": dev0, "amp": amp}))
     with tempfile.TemporaryDirectory(prefix="st-trainer-") as tmp:
         out = Path(folder or tmp)  # checkpoints off: the Trainer's still go somewhere (the best is loaded back)
-        patience = None if params.patience is None or params.select != "dev" else params.patience * per_epoch
         trainer = make(_args(params, out, seed, amp, total), evaluator,
-                       [_callback(eval_steps(per_epoch, params), tracking.run_log(total), dev0, patience)])
+                       [_callback(eval_steps(per_epoch, params), tracking.run_log(total), dev0, params, per_epoch)])
         trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
         trainer.add_callback(_bar_only())
         resume = folder is not None and any(out.glob("checkpoint-*"))
@@ -170,8 +166,7 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
         module.load_state_dict(start)  # nothing beat the start on dev (the Trainer loaded its best)
     module.eval()
     steps = trainer.state.global_step
-    stopped = None if steps >= total else stop_reason(steps, total, (best["dev"], best["step"]), per_epoch,
-                                                       params.patience)
+    stopped = out_of_patience(steps, total, (best["dev"], best["step"]), per_epoch, params.patience, params.select)
     return FitResult(best_dev=best["dev"], best_step=best["step"], steps=steps,
                      seconds=time.perf_counter() - t0, curve=curve, precision=amp, stopped=stopped)
 

@@ -69,8 +69,13 @@ class FitResult:
                 **({"soup": self.soup} if self.soup else {}), **({"wise": self.wise} if self.wise else {})}
 
 
-def stop_reason(step: int, total: int, best: tuple[float, int], per_epoch: int, patience: float) -> str:
-    """Why a run with this ``best`` (dev score, step) stopped early at ``step`` of ``total`` (FitResult.stopped)."""
+def out_of_patience(step: int, total: int, best: tuple[float, int], per_epoch: int, patience: float | None,
+                    select: str) -> str | None:
+    """Why a run stops early at the dev evaluation of ``step`` (of ``total``): its ``best`` (dev score, step) is more
+    than ``patience`` epochs old, under ``select`` dev; None where it goes on. Both engines (pldistill.loop, st_trainer)
+    decide by it, and from the curve alone, so a resumed run stops where the uninterrupted one did."""
+    if patience is None or select != "dev" or step >= total or step - best[1] <= patience * per_epoch:
+        return None
     return (f"at step {step} of {total}: dev has not passed {best[0]:.2f} (step {best[1]}) for "
             f"{(step - best[1]) / per_epoch:.2f} epochs, more than patience {patience:g}")
 
