@@ -37,6 +37,7 @@ from pldistill.io import atomic_dir
 
 FORMAT = 2  # bumped when the layout changes: an older checkpoint is then ignored, never misread
 STATE = "state.json"
+SCHEDULE = {"checkpoint_every", "checkpoint_seconds"}  # when a run checkpoints, not what: outside its fingerprint
 # The modules whose code decides what a training step does: a checkpoint made by other code is not resumed.
 CODE = ("loop.py", "training.py", "checkpoints.py", "losses.py", "models.py", "dse.py", "device.py")
 

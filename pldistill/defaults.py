@@ -55,6 +55,7 @@ DEFAULTS = {
         'optimizer': 'adamw-fused',
         'trainer': 'ours',
         'checkpoint_every': None,
+        'checkpoint_seconds': 60,
         'patience': 1.0,
     },
     'teacher': {

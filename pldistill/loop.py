@@ -88,7 +88,8 @@ class Fit:
     torch's global RNG (dropout) is saved on pause and restored on resume, so a paused-and-resumed run
     is the run it would have been uninterrupted. Inside ``checkpoints.enabled`` the same holds across
     processes: a checkpoint is written every ``params.checkpoint_every`` steps (at each dev evaluation by
-    default) and at each pause, and a rerun of the same run (same fingerprint) resumes from it.
+    default) once ``params.checkpoint_seconds`` have gone since the last, and at each pause; a rerun of the same
+    run (same fingerprint) resumes from it.
 
     ``prefetch``: the model's (``BiEncoder.prefetch``, ``CrossModel.prefetch``) where ``batch_loss`` is its own;
     the next step's micro-batches are then tokenised in a worker thread while this step computes
@@ -125,6 +126,7 @@ class Fit:
         t0 = time.perf_counter()
         self._evaluate()  # the start is a checkpoint too
         self._ckpt, self._saved_step, self._best_saved = self._checkpoint_path(desc, lr_by_prefix), -1, None
+        self._saved_at = time.perf_counter()  # a checkpoint's time: the next waits params.checkpoint_seconds
         if self._ckpt is not None:
             self._resume()
         self.seconds += time.perf_counter() - t0
@@ -237,8 +239,8 @@ class Fit:
                 self._save()
         dev = self.curve[-1]["dev"] if self.curve[-1]["step"] == self.step else self._evaluate()
         self._rng = _rng_state()
-        if self._ckpt is not None and self.params.checkpoint_every != 0 and self._saved_step != self.step:
-            self._save()  # at each pause and at the end: a rerun of a finished run only reloads it
+        if self._checkpoint_due(pause=self.step < self.total and not self.stopped):
+            self._save()  # at each pause, and at the end when due: a rerun of a finished run only reloads it
         self.seconds += time.perf_counter() - t0
         return dev
 
@@ -252,18 +254,22 @@ class Fit:
             return None
         world = {"world": distributed.world()} if distributed.world() > 1 else {}  # one process: keys as before
         key = distributed.on_main(lambda: checkpoints.fingerprint({
-            "params": self.params.model_dump(mode="json", exclude={"checkpoint_every"}), "desc": desc,
+            "params": self.params.model_dump(mode="json", exclude=checkpoints.SCHEDULE), "desc": desc,
             "lr_by_prefix": lr_by_prefix or {}, "y": self.y,
             **{f"s{i + 1}": "\0".join(column) for i, column in enumerate(self.texts)},  # each text column
             "weights": self.module.state_dict(), "rng": self._rng, "generator": self.generator.get_state(),
             "dev0": self.curve[0]["dev"], "device": self.device.type, "amp": self.amp, **world}))
         return checkpoints.path_for(key)
 
-    def _checkpoint_due(self) -> bool:
+    def _checkpoint_due(self, pause: bool = False) -> bool:
+        """Checkpoints on: at a pause; else every checkpoint_every steps (null: each dev evaluation) and at the
+        end, once params.checkpoint_seconds have gone since the last (a rerun loses at most that much training)."""
         every = self.params.checkpoint_every
-        if self._ckpt is None or every == 0:
+        if self._ckpt is None or every == 0 or self._saved_step == self.step:
             return False
-        return self.step in self.eval_steps if every is None else self.step % every == 0
+        due = self.step >= self.total or self.stopped or (
+            self.step in self.eval_steps if every is None else self.step % every == 0)
+        return pause or due and time.perf_counter() - self._saved_at >= self.params.checkpoint_seconds
 
     def _save(self) -> None:
         t0 = time.perf_counter()
@@ -281,8 +287,8 @@ class Fit:
                 rng.update({f"rank{r}.torch.{i}": t for i, t in enumerate(states)})
             checkpoints.save(self._ckpt, self.module.state_dict(), self.opt.state_dict(), rng, state,
                              self.best["state"], best_unchanged=self._best_saved == self.best["step"])
-        self._saved_step, self._best_saved = self.step, self.best["step"]
-        self.seconds -= time.perf_counter() - t0  # train_seconds counts training, not checkpoint writes
+        self._saved_step, self._best_saved, self._saved_at = self.step, self.best["step"], time.perf_counter()
+        self.seconds -= self._saved_at - t0  # train_seconds counts training, not checkpoint writes
 
     def _resume(self) -> None:
         ck = checkpoints.load(self._ckpt, self._ckpt.name)
@@ -342,18 +348,9 @@ def _set_rng_state(state: list[torch.Tensor]) -> None:
         torch.cuda.set_rng_state_all(state[1:])
 
 
-def fit(
-    module: torch.nn.Module,
-    batch_loss: BatchLoss,
-    texts: Columns,
-    target: np.ndarray,
-    dev_score: Callable[[], float],
-    params: StepParams,
-    generator: torch.Generator,
-    desc: str = "train",
-    lr_by_prefix: dict[str, float] | None = None,
-    prefetch: Prefetch | None = None,
-) -> FitResult:
+def fit(module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
+        dev_score: Callable[[], float], params: StepParams, generator: torch.Generator, desc: str = "train",
+        lr_by_prefix: dict[str, float] | None = None, prefetch: Prefetch | None = None) -> FitResult:
     """Train ``module`` on ``texts`` (its text columns: (sentence,), (s1, s2), ...) and ``target``, and leave it at
     the checkpoint with the best dev score (``params.select`` dev), or at the end of training (last).
 

@@ -248,6 +248,16 @@ class _Backended:
             self.model.save(str(tmp), create_model_card=False, safe_serialization=True)
             write_card(tmp, card)
 
+    def cost_key(self) -> tuple | None:
+        """What scoring pairs costs depends on (pldistill.speed): its modules, its weights' shapes and dtypes, its
+        tokenizer and length cap, alike for a cut and its trained self. None (time it) off torch: another backend
+        is chosen model by model."""
+        if self.backend != "torch":
+            return None
+        return (type(self).__name__, type(self.model.tokenizer).__name__, getattr(self.model, "max_seq_length", None),
+                tuple((name, type(m).__name__) for name, m in self.model.named_modules()),
+                tuple((name, tuple(p.shape), str(p.dtype)) for name, p in self.model.named_parameters()))
+
     def use_backend(self, backend: str) -> None:
         """auto | torch | onnx | onnx-int8 | openvino (params.yaml: label.backend); decided at the next call."""
         if backend not in accel.BACKENDS:

@@ -11,6 +11,7 @@ Ctrl-C). While it runs it holds the workspace's stage lock, so a second stage st
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import fcntl
 import inspect
@@ -21,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from pldistill.errors import REPORTED
 from pldistill.io import default_root
@@ -187,3 +188,27 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
         signal.signal(signal.SIGINT, sigint)
         kind.leave()
     return report
+
+
+def exit_now(code: int = 0) -> NoReturn:
+    """End the process the quick way once a stage has written everything: the exit handlers run, non-daemon
+    threads are joined and output is flushed, as at a normal exit, but the interpreter does not then tear
+    torch, transformers and sentence-transformers down object by object and module by module. That teardown
+    is about 2.5 s a stage on a 2-core CPU (stage label, measured from its last line to the process's end),
+    work no one waits for: every output is already whole (written by temp file and rename)."""
+    atexit._run_exitfuncs()  # what a normal exit runs first (logging's flush, temp-dir finalizers, ...)
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:
+            t.join()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken pipe: nothing left to lose
+            stream.flush()
+    os._exit(code)
+
+
+def main(fn: Callable[..., dict], paths: list[str], kind: StageKind = PLAIN, *,
+         load: Callable[[Path], object]) -> NoReturn:
+    """A stage's command line (``python -m stages.<name>``): ``run_stage``, then ``exit_now``. An error still
+    exits through ``sys.exit`` inside ``run_stage``, with its message and code."""
+    run_stage(fn, paths, kind=kind, load=load)
+    exit_now(0)

@@ -3,7 +3,11 @@ whole), in turns, round after round, so a change of load on the machine hits all
 the median over rounds of (the reference's seconds / the model's seconds) in that round: 2.0 is twice as fast.
 
 Scoring a pair is what every model here does (a bi-encoder encodes both sentences and takes the cosine, a
-cross-encoder reads the pair), so one figure serves students, baselines and teachers of any kind."""
+cross-encoder reads the pair), so one figure serves students, baselines and teachers of any kind.
+
+Models that do the same arithmetic (``cost_key``: the same modules, weight shapes and length cap, as a student and
+its gold-only baseline cut alike, or a teacher that is the reference model fine-tuned) are timed once: the others
+take that model's ratio (1.0 for the reference's twins), so no two of them differ by the clock's noise alone."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import contextlib
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Protocol
 
 
@@ -31,6 +35,27 @@ def _seconds(model: Scorer, s1: Sequence[str], s2: Sequence[str], batch_size: in
         elapsed = time.perf_counter() - t0
         if elapsed >= at_least:
             return elapsed / passes, passes
+
+
+def cost_key(model: Scorer, batch_size: int) -> Hashable | None:
+    """What a model's time to score pairs depends on, where the model can tell (its ``cost_key()``), with the batch
+    size it is timed at; None: time it."""
+    key = getattr(model, "cost_key", None)
+    mine = key() if key is not None else None
+    return None if mine is None else (mine, batch_size)
+
+
+def twins(models: dict[str, Scorer], sizes: dict[str, int]) -> dict[str, str]:
+    """Each model whose cost key an earlier model of ``models`` has -> that earlier model (timed in its place)."""
+    first: dict[Hashable, str] = {}
+    out = {}
+    for name, model in models.items():
+        key = cost_key(model, sizes[name])
+        if key is not None and key in first:
+            out[name] = first[key]
+        elif key is not None:
+            first[key] = name
+    return out
 
 
 @contextlib.contextmanager
@@ -56,26 +81,32 @@ def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: 
     """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, the passes
     over the pairs each round timed (as many as ``min_seconds`` takes, one at least), the batch size, and the pairs
     per second of the model and of the reference (medians). Each model scores in batches of ``batch_size``, or of
-    its own in ``batch_sizes`` (by name: a static model's, as its users encode)."""
+    its own in ``batch_sizes`` (by name: a static model's, as its users encode). A model with an earlier one's
+    cost key (``twins``; the reference is first) is not timed: it takes that model's rounds, 1.0 for the reference's,
+    and says so (``timed_as``)."""
     everyone = {"reference": reference, **models}
     size = {name: (batch_sizes or {}).get(name, batch_size) for name in everyone}
-    seconds: dict[str, list[float]] = {name: [] for name in everyone}
+    twin = twins(everyone, size)
+    timed = {name: m for name, m in everyone.items() if name not in twin}
+    seconds: dict[str, list[float]] = {name: [] for name in timed}
     passes: dict[str, int] = {}
     with users_tokenizer_threads():
-        for name, m in everyone.items():  # warm-up: allocator, kernels, a backend's first-call choice
+        for name, m in timed.items():  # warm-up: allocator, kernels, a backend's first-call choice
             _seconds(m, s1[: size[name]], s2[: size[name]], size[name], bf16)
         for _ in range(rounds):
-            for name, m in everyone.items():
+            for name, m in timed.items():
                 took, n = _seconds(m, s1, s2, size[name], bf16, min_seconds)
                 seconds[name].append(took)
                 passes[name] = max(passes.get(name, 0), n)
-    ref = seconds.pop("reference")
+    ref = seconds["reference"]
     out = {}
-    for name, mine in seconds.items():
+    for name in models:
+        mine = seconds[twin.get(name, name)]
         per_round = [r / s for r, s in zip(ref, mine)]
         out[name] = {"speed": round(statistics.median(per_round), 2),
-                     "per_round": [round(x, 2) for x in per_round], "passes": passes[name],
+                     "per_round": [round(x, 2) for x in per_round], "passes": passes[twin.get(name, name)],
                      "batch_size": size[name], "reference_batch_size": size["reference"],
                      "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
-                     "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1)}
+                     "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1),
+                     **({"timed_as": twin[name]} if name in twin else {})}
     return out

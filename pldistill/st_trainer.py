@@ -148,7 +148,7 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
     start = {k: v.detach().clone() for k, v in module.state_dict().items()}
     dev0 = evaluator(None)["dev_spearman"]  # the start is a checkpoint too
     folder = checkpoints.path_for(checkpoints.fingerprint({
-        "trainer": "sentence-transformers", "params": params.model_dump(mode="json", exclude={"checkpoint_every"}),
+        "trainer": "sentence-transformers", "params": params.model_dump(mode="json", exclude=checkpoints.SCHEDULE),
         "desc": desc, **key, "weights": start, "seed": seed, "dev0": dev0, "amp": amp}))
     with tempfile.TemporaryDirectory(prefix="st-trainer-") as tmp:
         out = Path(folder or tmp)  # checkpoints off: the Trainer's still go somewhere (the best is loaded back)

@@ -131,6 +131,11 @@ class Teacher:
         for m in self.members:
             m.use_backend(backend)
 
+    def cost_key(self) -> tuple | None:
+        """What scoring costs depends on (pldistill.speed): one member's model's, its calibration costing next to
+        nothing; None (time it) for several."""
+        return self.members[0].model.cost_key() if len(self.members) == 1 else None
+
     @property
     def ran_on(self) -> dict[str, str]:
         """Each member's backend at its last call, and the gate it passed (the label report's ``backend``)."""

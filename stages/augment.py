@@ -12,7 +12,7 @@ from pldistill import cleaning, datasets, rtt, schemas
 from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.io import write_note_dir, write_report
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.validate import load_params
 
 
@@ -91,4 +91,4 @@ def round_trip(params: Params, train: pd.DataFrame, out: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(augment, ["raw", "out", "report"], load=load_params)
+    main(augment, ["raw", "out", "report"], load=load_params)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pldistill.config import Params
 from pldistill.io import write_json
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.validate import load_params
 
 
@@ -21,4 +21,4 @@ def check(params: Params, report: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(check, ["report"], load=load_params)
+    main(check, ["report"], load=load_params)

@@ -19,7 +19,7 @@ from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
 from pldistill.models import BiEncoder
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.sentences import gather as sentences_of
 from pldistill.training import train_model
@@ -92,4 +92,4 @@ def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(cut, ["clean", "out", "report"], load=load_params)
+    main(cut, ["clean", "out", "report"], load=load_params)

@@ -13,7 +13,7 @@ from pldistill.cut import resolve
 from pldistill.io import write_report
 from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
 from pldistill.validate import load_params
 
@@ -32,5 +32,5 @@ def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Pat
 
 
 if __name__ == "__main__":
-    run_stage(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
-                        "cycles_plot", "embed", "cut"], kind=TRAINING, load=load_params)
+    main(distill, ["clean", "pairs", "silver", "teacher", "pseudo", "bi", "cross", "report", "curve",
+                   "cycles_plot", "embed", "cut"], kind=TRAINING, load=load_params)

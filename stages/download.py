@@ -10,7 +10,7 @@ import numpy as np
 from pldistill import datasets, schemas
 from pldistill.io import write_report
 from pldistill.params_data import DataParams, DataSections, load_data_sections
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
        "fractions, and data.max_train must leave train at least 2")
@@ -63,4 +63,4 @@ def download(params: DataSections, out: Path, report: Path) -> dict:
 
 
 if __name__ == "__main__":
-    run_stage(download, ["out", "report"], load=load_data_sections)
+    main(download, ["out", "report"], load=load_data_sections)

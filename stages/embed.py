@@ -18,7 +18,7 @@ from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import weights_digest
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
@@ -124,5 +124,5 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
 
 
 if __name__ == "__main__":
-    run_stage(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"], kind=TRAINING,
-              load=load_params)
+    main(embed, ["clean", "teacher", "out", "model", "report", "curve", "cut"], kind=TRAINING,
+         load=load_params)

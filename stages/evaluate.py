@@ -23,7 +23,7 @@ from pldistill.metrics import best_threshold, classification, correlation, jacca
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.validate import load_params
 from pldistill.verdict import verdict
 
@@ -76,6 +76,12 @@ TIMED = {"bi": ("bi",), "start": ("baseline", "start"), "gold": ("baseline", "go
 PLOT_NAMES = {"bi": "student", "start": "start", "gold": "gold-only", "cross": "teacher"}  # metrics/plots/speed/*.csv
 
 
+def _twin(timing: dict) -> str:
+    """" (as the student)" where a model was not timed: it does the same arithmetic as that one."""
+    twin = timing.get("timed_as")
+    return "" if twin is None else f" (as the {twin})"
+
+
 def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plots: Path | None) -> dict:
     """Time the models against the student's whole start (evaluate.speed_pairs test pairs, speed_rounds rounds):
     ``speed`` into each one's block of ``result``, a point per model (test score, speed) into ``plots`` for
@@ -92,6 +98,9 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
     timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
                          list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds, ep.speed_min_seconds,
                          static_sizes)
+    for t in timed.values():  # pldistill.speed's twins, by the names of the plots
+        if "timed_as" in t:
+            t["timed_as"] = PLOT_NAMES.get(t["timed_as"], "reference")
     primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"
     teacher_block = next(k for k in result if k not in ("bi", "baseline"))  # cross | teacher | ensemble
     rows = {}
@@ -104,7 +113,7 @@ def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plot
     at = f"; the static models in batches of {ep.static_batch_size}" if static_sizes else ""
     print(f"speed, as a ratio to {reference} whole ({len(pairs)} test pairs in batches of {ep.batch_size}{at}, "
           f"{ep.speed_rounds} rounds in turns): "
-          + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}" for n, t in timed.items()), flush=True)
+          + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}{_twin(t)}" for n, t in timed.items()), flush=True)
     if plots is not None:
         with atomic_dir(plots) as tmp:
             for name, row in rows.items():
@@ -170,5 +179,5 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
 
 
 if __name__ == "__main__":
-    run_stage(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"],
-              load=load_params)
+    main(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"],
+         load=load_params)

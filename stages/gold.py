@@ -11,7 +11,7 @@ from pldistill.config import Params
 from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
 from pldistill.io import write_report
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
 from pldistill.training import train_model
 from pldistill.validate import load_params
@@ -46,4 +46,4 @@ def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut:
 
 
 if __name__ == "__main__":
-    run_stage(gold, ["clean", "out", "report", "curve", "cut"], kind=TRAINING, load=load_params)
+    main(gold, ["clean", "out", "report", "curve", "cut"], kind=TRAINING, load=load_params)

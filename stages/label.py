@@ -12,7 +12,7 @@ from pldistill import distributed
 from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.recipes import registry
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
 from pldistill.validate import load_params
 
@@ -28,5 +28,5 @@ def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: P
 
 
 if __name__ == "__main__":
-    run_stage(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"], kind=TRAINING,
-              load=load_params)
+    main(label, ["clean", "pairs", "teacher", "silver_dir", "report", "density"], kind=TRAINING,
+         load=load_params)

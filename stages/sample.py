@@ -11,7 +11,7 @@ import numpy as np
 from pldistill import sampling, schemas
 from pldistill.config import Params
 from pldistill.io import write_report
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.validate import load_params
 
@@ -60,4 +60,4 @@ def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> 
 
 
 if __name__ == "__main__":
-    run_stage(sample, ["clean", "gold", "out", "report"], load=load_params)
+    main(sample, ["clean", "gold", "out", "report"], load=load_params)

@@ -11,7 +11,7 @@ from pldistill import distributed
 from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.recipes import registry
-from pldistill.runtime import run_stage
+from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
 from pldistill.validate import load_params
 
@@ -26,4 +26,4 @@ def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -
 
 
 if __name__ == "__main__":
-    run_stage(teacher, ["clean", "out", "report", "curve"], kind=TRAINING, load=load_params)
+    main(teacher, ["clean", "out", "report", "curve"], kind=TRAINING, load=load_params)

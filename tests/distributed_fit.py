@@ -45,7 +45,7 @@ def fit_linear(dropout: float = 0.0) -> tuple[torch.nn.Module, dict]:
             computed.append(-float(torch.nn.functional.mse_loss(model(x[ROWS:]).squeeze(-1), y[ROWS:])))
         return computed[-1]
 
-    params = StudentParams(epochs=2, batch_size=8, lr=0.05, evals_per_epoch=2, warmup=0.0)
+    params = StudentParams(epochs=2, batch_size=8, lr=0.05, evals_per_epoch=2, warmup=0.0, checkpoint_seconds=0)
     run = Fit(model, loss, (rows,), y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5))
     resumed_at = run.step
     res = run.finish()

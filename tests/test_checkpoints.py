@@ -50,7 +50,10 @@ def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
 
 
 def _params(**kw):
-    return parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2, **kw}}).student
+    """A short run's params; checkpoint_seconds 0: each due checkpoint is written at once (these runs take
+    under a second)."""
+    return parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
+                                     "checkpoint_seconds": 0, **kw}}).student
 
 
 def _assert_same(a, res_a, b, res_b):
@@ -102,6 +105,31 @@ def test_a_run_killed_before_its_early_stop_resumes_and_stops_where_the_uninterr
         res = run.finish()
     _assert_same(model, whole, again, res)
     assert res.stopped == whole.stopped
+
+
+@pytest.mark.parametrize(("seconds", "pause_at", "written"), [
+    (0, None, [4, 8, 12, 16]),  # each dev evaluation's, and the end's
+    (1e6, None, []),  # none is due before a million seconds
+    (1e6, 6, [6]),  # a pause (seed optimisation) writes one whatever the time
+])
+def test_checkpoint_seconds_spaces_the_checkpoints_and_a_pause_always_writes_one(
+        tiny_model_dir, tmp_path, monkeypatch, seconds, pause_at, written):
+    params = _params(checkpoint_seconds=seconds)
+    model, run = _start(tiny_model_dir, params)(7)
+    whole = run.finish()  # no checkpoints: the reference
+    steps, save = [], checkpoints.save
+    monkeypatch.setattr(checkpoints, "save", lambda path, model, opt, rng, state, *a, **kw: (
+        steps.append(state["step"]), save(path, model, opt, rng, state, *a, **kw)))
+    with checkpoints.enabled(tmp_path / "ckpt"):
+        again, run = _start(tiny_model_dir, params)(7)
+        if pause_at:
+            run.advance(pause_at)
+        res = run.finish()
+    assert steps == written
+    if pause_at:  # the pause scored dev at step 6 too (a row more, and the mean loss of the next row is shorter)
+        res.curve = [{**r, "loss": w["loss"]} for r, w in zip([r for r in res.curve if r["step"] != pause_at],
+                                                              whole.curve, strict=True)]
+    _assert_same(model, whole, again, res)  # when it checkpoints never changes what it trains
 
 
 def test_another_run_never_resumes_a_checkpoint_not_its_own(tiny_model_dir, tmp_path):

@@ -8,6 +8,7 @@ checkpoint when asked and waits to be stopped."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -146,3 +147,41 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_and_130():
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines() == [
         "stage interrupted (Ctrl-C) while starting: nothing was written; `dvc repro` runs it again"]
+
+
+QUICK = f'''
+import atexit, sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from pldistill.errors import DataError
+from pldistill.runtime import main
+from pldistill.validate import load_params
+
+def stage(params, out):
+    """A stand-in stage that leaves work for the exit: an exit handler, a thread still writing."""
+    atexit.register(lambda: Path("atexit").write_text("ran"))
+    def late():
+        time.sleep(0.5)
+        Path("thread").write_text("done")
+    threading.Thread(target=late).start()
+    out.write_text("whole")
+    if out.name == "bad":
+        raise DataError("a user error, told in one line")
+    return {{"lines": ["x" * 80] * 2000}}  # a long report, into a pipe
+
+main(stage, ["out"], load=load_params)
+'''
+
+
+def test_a_stage_ends_quickly_yet_runs_its_exit_handlers_joins_its_threads_and_prints_its_whole_report(tmp_path):
+    (tmp_path / "stage.py").write_text(QUICK)
+    (tmp_path / "params.yaml").write_text("seed: 1\n")
+    run = {"cwd": tmp_path, "capture_output": True, "text": True, "check": False,
+           "env": {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},  # stdout buffered, as piped
+                   "PLDISTILL_STORE": str(tmp_path / "store")}}
+    done = subprocess.run([sys.executable, "stage.py", "--out", "ok"], **run)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["lines"]) == 2000  # flushed whole before the process ended
+    assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
+    failed = subprocess.run([sys.executable, "stage.py", "--out", "bad"], **run)
+    assert (failed.returncode, failed.stderr.strip()) == (1, "error: a user error, told in one line")

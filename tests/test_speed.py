@@ -2,6 +2,7 @@
 the clock can measure it."""
 
 import pytest
+import torch
 
 from pldistill import speed
 
@@ -66,3 +67,53 @@ def test_models_are_timed_with_the_tokenizers_default_parallelism_and_the_stage_
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as pldistill.runtime sets it for a stage
     speed.ratios(Watch(clock, 0.25), {"m": Watch(clock, 0.5)}, ["a"], ["b"], 4, False, rounds=2)
     assert set(seen) == {"true"} and speed.os.environ["TOKENIZERS_PARALLELISM"] == "false"
+
+
+class Keyed(Costs):
+    """A scorer that says what its cost depends on."""
+
+    def __init__(self, clock: Clock, cost: float, key: str | None):
+        super().__init__(clock, cost)
+        self.key = key
+
+    def cost_key(self):
+        return self.key
+
+
+def test_models_with_the_same_cost_key_are_timed_once_and_the_references_twin_is_1(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    ref, teacher = Keyed(clock, 0.25, "whole"), Keyed(clock, 0.25, "whole")  # the reference, fine-tuned
+    student, gold, start = Keyed(clock, 1 / 16, "cut"), Keyed(clock, 1 / 16, "cut"), Keyed(clock, 1 / 16, "cut")
+    other = Keyed(clock, 1 / 16, None)  # no key: always timed
+    out = speed.ratios(ref, {"bi": student, "gold": gold, "start": start, "cross": teacher, "other": other},
+                       ["a"] * 8, ["b"] * 8, 4, False, rounds=3)
+    assert (gold.calls, start.calls, teacher.calls) == (0, 0, 0) and student.calls == other.calls == 4
+    assert {n: (o["speed"], o.get("timed_as")) for n, o in out.items()} == {
+        "bi": (4.0, None), "gold": (4.0, "bi"), "start": (4.0, "bi"), "cross": (1.0, "reference"),
+        "other": (4.0, None)}
+    assert out["gold"]["per_round"] == out["bi"]["per_round"] and out["cross"]["per_round"] == [1.0] * 3
+    # the same key at another batch size is another cost
+    assert speed.twins({"a": student, "b": gold}, {"a": 4, "b": 8}) == {}
+
+
+def test_a_cut_and_its_trained_self_share_a_cost_key_and_other_shapes_do_not(tiny_model_dir):
+    from pldistill.models import BiEncoder
+
+    cut = BiEncoder.load(str(tiny_model_dir), 32, layers=[1])
+    trained = BiEncoder.load(str(tiny_model_dir), 32, layers=[0])
+    with torch.no_grad():
+        next(trained.module.parameters()).add_(1.0)  # other weights, the same shapes
+    whole, longer = BiEncoder.load(str(tiny_model_dir), 32), BiEncoder.load(str(tiny_model_dir), 64, layers=[1])
+    assert cut.cost_key() == trained.cost_key()
+    assert len({cut.cost_key(), whole.cost_key(), longer.cost_key()}) == 3
+    cut.use_backend("onnx")
+    assert cut.cost_key() is None  # another backend is chosen per model: timed
+
+    from pldistill.teachers import Calibration, Member, Teacher
+
+    def member(model):
+        return Member("member-00", "bi", str(tiny_model_dir), False, model, Calibration("linear", (1.1, -0.2)))
+
+    assert Teacher([member(whole)]).cost_key() == BiEncoder.load(str(tiny_model_dir), 32).cost_key()
+    assert Teacher([member(whole), member(trained)]).cost_key() is None  # several members: timed

@@ -40,6 +40,10 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
     assert machine["reference"] == f"{chain.params.student.model} whole"
     assert machine["rounds"] == chain.params.evaluate.speed_rounds == 1  # the tests' (params.yaml: 5)
     assert all(len(machine[name]["per_round"]) == 1 for name in timed)
+    # the tests' student is the whole tiny model, as its start and gold-only baseline: timed once, as the reference
+    assert {n: machine[n].get("timed_as") for n in timed} == {
+        "student": "reference", "start": "reference", "gold-only": "reference", "teacher": None}
+    assert result["bi"]["speed"] == result["baseline"]["gold"]["speed"] == 1.0
     assert json.loads((root / "metrics/eval.json").read_text()) == result
     assert result["overlap"] == {"dev_in_train": 0, "test_in_train": 0}  # the demo's split keeps groups apart
     # the student's lead over gold-only and the teacher, with its paired-bootstrap interval, on each split
