@@ -176,12 +176,12 @@ main(stage, ["out"], load=load_params)
 def test_a_stage_ends_quickly_yet_runs_its_exit_handlers_joins_its_threads_and_prints_its_whole_report(tmp_path):
     (tmp_path / "stage.py").write_text(QUICK)
     (tmp_path / "params.yaml").write_text("seed: 1\n")
-    run = {"cwd": tmp_path, "capture_output": True, "text": True, "check": False,
+    run = {"cwd": tmp_path, "capture_output": True, "text": True,
            "env": {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},  # stdout buffered, as piped
                    "PLDISTILL_STORE": str(tmp_path / "store")}}
-    done = subprocess.run([sys.executable, "stage.py", "--out", "ok"], **run)
+    done = subprocess.run([sys.executable, "stage.py", "--out", "ok"], check=False, **run)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["lines"]) == 2000  # flushed whole before the process ended
     assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
-    failed = subprocess.run([sys.executable, "stage.py", "--out", "bad"], **run)
+    failed = subprocess.run([sys.executable, "stage.py", "--out", "bad"], check=False, **run)
     assert (failed.returncode, failed.stderr.strip()) == (1, "error: a user error, told in one line")
