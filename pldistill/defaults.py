@@ -140,6 +140,7 @@ DEFAULTS = {
         'sim_weight': 1.0,
         'projection': 'auto',
         'batch_size': 64,
+        'group_by_length': 'auto',
         'lr': 0.0002,
         'warmup': 0.1,
         'max_length': 128,

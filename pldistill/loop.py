@@ -23,16 +23,10 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from pldistill import ahead, checkpoints, distributed, tracking
+from pldistill.batching import Arrange
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import native_bf16
-from pldistill.trainable import (
-    BatchLoss,
-    Columns,
-    FitResult,
-    Prefetch,
-    out_of_patience,
-    write_curves,  # noqa: F401  (re-exported)
-)
+from pldistill.trainable import BatchLoss, Columns, FitResult, Prefetch, out_of_patience
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
@@ -99,7 +93,7 @@ class Fit:
     def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
                  dev_score: Callable[[], float], params: StepParams,
                  generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
-                 prefetch: Prefetch | None = None):
+                 prefetch: Prefetch | None = None, arrange: Arrange | None = None):
         check_rows(texts, target, desc)
         self.module, self.batch_loss, self.texts = module, batch_loss, texts
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
@@ -118,6 +112,7 @@ class Fit:
         self.stopped: str | None = None  # why training ended before its last step (params.patience)
         self.bar = tqdm(total=self.total, desc=desc, unit="step", mininterval=2, disable=not distributed.is_main())
         self._order: list[int] = []  # this epoch's row permutation (every rank draws the same: same generator)
+        self._arrange = arrange  # how batches are cut from it (pldistill.batching); None: in turn
         self.prefetch, self._workers = prefetch, ahead.pool() if prefetch is not None else None
         distributed.broadcast_parameters(module)  # several processes: every rank starts from rank 0's weights
         distributed.own_dropout_stream()
@@ -136,6 +131,7 @@ class Fit:
         i = self.step % self.per_epoch
         if i == 0:
             self._order = torch.randperm(len(self.y), generator=self.generator).tolist()
+            self._order = self._arrange(self._order) if self._arrange is not None else self._order
         return self._order[i * self.params.batch_size : (i + 1) * self.params.batch_size]
 
     def _evaluate(self) -> float:
@@ -350,14 +346,16 @@ def _set_rng_state(state: list[torch.Tensor]) -> None:
 
 def fit(module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
         dev_score: Callable[[], float], params: StepParams, generator: torch.Generator, desc: str = "train",
-        lr_by_prefix: dict[str, float] | None = None, prefetch: Prefetch | None = None) -> FitResult:
+        lr_by_prefix: dict[str, float] | None = None, prefetch: Prefetch | None = None,
+        arrange: Arrange | None = None) -> FitResult:
     """Train ``module`` on ``texts`` (its text columns: (sentence,), (s1, s2), ...) and ``target``, and leave it at
     the checkpoint with the best dev score (``params.select`` dev), or at the end of training (last).
 
     The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
     the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
     """
-    return Fit(module, batch_loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch).finish()
+    return Fit(module, batch_loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch,
+               arrange).finish()
 
 
 def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: float) -> tuple[M, FitResult]:

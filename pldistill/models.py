@@ -226,6 +226,10 @@ class _Backended:
     def _counts(self, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
         return self.tokens.locked(lambda: token_counts(self.model.tokenizer, texts, pairs, self.max_length))
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as this model reads it, up to its length cap (what a batch is padded to)."""
+        return self._counts(texts, None)
+
     def _tokenized(self, *inputs: list[str]) -> tuple[tuple, Callable[[], dict]]:
         """The model's tokenizer call on ``inputs`` (texts; or s1, s2) and the key of its result."""
         raise NotImplementedError
@@ -250,11 +254,14 @@ class _Backended:
 
     def cost_key(self) -> tuple | None:
         """What scoring pairs costs depends on (pldistill.speed): its modules, its weights' shapes and dtypes, its
-        tokenizer and length cap, alike for a cut and its trained self. None (time it) off torch: another backend
-        is chosen model by model."""
-        if self.backend != "torch":
+        tokenizer and length cap, alike for a cut and its trained self, and the backend it runs on. None (time it)
+        where that is not known yet: a backend other than torch or auto, chosen model by model at a first call
+        big enough (auto runs torch until then)."""
+        chosen = (self.choice.backend, self.choice.bf16) if self.choice is not None and self.choice.final else None
+        if chosen is None and self.backend not in ("torch", "auto"):
             return None
-        return (type(self).__name__, type(self.model.tokenizer).__name__, getattr(self.model, "max_seq_length", None),
+        return (type(self).__name__, self.backend, chosen, type(self.model.tokenizer).__name__,
+                getattr(self.model, "max_seq_length", None),
                 tuple((name, type(m).__name__) for name, m in self.model.named_modules()),
                 tuple((name, tuple(p.shape), str(p.dtype)) for name, p in self.model.named_parameters()))
 

@@ -251,9 +251,17 @@ class EmbedParams(StepParams):
     sim_weight: float = Field(ge=0)  # the sim term's weight in mse+sim
     projection: str  # auto: none for equal widths, else pca | pca: onto the student's width | none
     batch_size: int = Field(ge=2)
+    # batches of sentences of similar length (pldistill.batching): auto, for loss mse (a mean over sentences);
+    # sim compares a batch's sentences with one another, so auto leaves its batches random
+    group_by_length: bool | Literal["auto"]
 
     _known_loss = field_validator("loss")(lambda v: _one_of(v, EMBED_LOSSES))
     _known_projection = field_validator("projection")(lambda v: _one_of(v, PROJECTIONS))
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the embedding step's batches are grouped by length (``group_by_length`` resolved)."""
+        return self.loss == "mse" if self.group_by_length == "auto" else self.group_by_length
 
     @field_validator("sources")
     @classmethod

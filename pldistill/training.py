@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from pldistill import distributed, losses, st_trainer
+from pldistill.batching import Arrange
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
     BatchLoss,
@@ -29,13 +30,12 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
     fit,
     fit_seeds,
     precision,
-    write_curves,
 )
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length
 from pldistill.seeding import seed_all
 from pldistill.soup import fit_soup, mix_with_start
-from pldistill.trainable import columns
+from pldistill.trainable import columns, write_curves  # noqa: F401  (write_curves: re-exported)
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
@@ -60,13 +60,14 @@ def fit_at(
     model: BiEncoder | CrossModel, batch_loss: BatchLoss, texts: Columns, target: np.ndarray, dev: pd.DataFrame,
     params: StepParams, eval_params: EvaluateParams,
     generator: torch.Generator, desc: str, prefetch: Prefetch | None = None,
-    lr_by_prefix: dict[str, float] | None = None,
+    lr_by_prefix: dict[str, float] | None = None, arrange: Arrange | None = None,
 ) -> FitResult:
     """Train a model one holds (``fit`` on its module; a DSE student too, which trains and scores as these do),
     truncating inputs at ``params.max_length`` (e.g. 32 for speed) while dev is scored at the model's own length,
     as evaluation will score it. ``texts``: the rows' text columns, as ``batch_loss`` reads them ((sentence,) for
-    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``: as ``Fit``'s. ``params.trainer``
-    sentence-transformers: on its trainer (``st_trainer.fit``), seeded from ``generator``; no prefetch there."""
+    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``, ``arrange``: as ``Fit``'s.
+    ``params.trainer`` sentence-transformers: on its trainer (``st_trainer.fit``), seeded from ``generator``; no
+    prefetch and no ``arrange`` there (its sampler cuts the batches)."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -81,7 +82,7 @@ def fit_at(
             return st_trainer.fit(model.module, batch_loss, texts, target, dev_score, params, seed, desc,
                                   precision(params, desc), lr_by_prefix)
         return fit(model.module, batch_loss, texts, target, dev_score, params, generator, desc=desc,
-                   lr_by_prefix=lr_by_prefix, prefetch=prefetch)
+                   lr_by_prefix=lr_by_prefix, prefetch=prefetch, arrange=arrange)
 
 
 def seeds_of(params: TrainParams, seed: int) -> list[int]:

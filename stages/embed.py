@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from pldistill import cards, embedding, schemas
+from pldistill.batching import by_length
 from pldistill.config import Params
 from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
@@ -103,7 +104,9 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     start = split_scores(student, scored, ev)
-    res = fit_at(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed")
+    arrange = by_length(student.token_counts(sentences), ep.batch_size, gen) if ep.grouped else None
+    res = fit_at(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed",
+                 arrange=arrange)
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",
             "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
     student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {

@@ -1,0 +1,72 @@
+"""Batches grouped by length (pldistill.batching): the embedding step's sentences cut into batches of similar length,
+in random order, every row once an epoch."""
+
+import itertools
+import random
+
+import torch
+
+from pldistill.batching import by_length
+from pldistill.validate import parse_params
+
+
+def test_rows_of_similar_length_share_a_batch_every_row_once_the_short_batch_last():
+    rng = random.Random(0)
+    lengths = [rng.randint(5, 40) for _ in range(1003)]
+    arrange = by_length(lengths, 64, torch.Generator().manual_seed(1))
+    order = torch.randperm(1003, generator=torch.Generator().manual_seed(2)).tolist()
+    out = arrange(order)
+    assert sorted(out) == list(range(1003))
+    batches = [out[i : i + 64] for i in range(0, 1003, 64)]
+    assert [len(b) for b in batches] == [64] * 15 + [43]
+    spans = sorted((min(lengths[j] for j in b), max(lengths[j] for j in b)) for b in batches[:-1])
+    assert all(hi <= lo2 for (_, hi), (lo2, _) in itertools.pairwise(spans))  # full batches: no overlap in length
+    assert min(lengths[j] for j in batches[-1]) >= max(hi for _, hi in spans)  # the short one: the longest rows
+    firsts = [min(lengths[j] for j in b) for b in batches[:-1]]
+    assert firsts != sorted(firsts)  # in random order, not a curriculum from short to long
+    padded = sum(len(b) * max(lengths[j] for j in b) for b in batches)
+    random_padded = sum(len(b) * max(lengths[j] for j in b) for b in (order[i : i + 64] for i in range(0, 1003, 64)))
+    assert padded < 0.75 * random_padded and padded / sum(lengths) < 1.1  # random: 1.8x the tokens
+
+
+def test_the_same_generator_gives_the_same_batches():
+    lengths = [i % 17 for i in range(200)]
+    order = list(range(200))[::-1]
+    a = by_length(lengths, 16, torch.Generator().manual_seed(5))(order)
+    b = by_length(lengths, 16, torch.Generator().manual_seed(5))(order)
+    c = by_length(lengths, 16, torch.Generator().manual_seed(6))(order)
+    assert a == b and a != c
+
+
+def test_group_by_length_auto_is_on_for_mse_only():
+    def grouped(**embed) -> bool:
+        return parse_params({"embed": embed}).embed.grouped
+
+    assert grouped() and grouped(loss="mse")
+    assert not grouped(loss="sim") and not grouped(loss="mse+sim")  # in-batch cosines: the batch is the lesson
+    assert grouped(loss="sim", group_by_length=True) and not grouped(group_by_length=False)
+
+
+def test_the_loop_cuts_its_batches_from_the_arranged_order_each_epoch():
+    from pldistill.loop import Fit
+    from pldistill.params_train import StudentParams
+
+    seen: list[list[str]] = []
+    linear = torch.nn.Linear(1, 1)
+
+    def loss(texts, target):
+        seen.append(list(texts[0]))
+        x = torch.tensor([[float(t)] for t in texts[0]])
+        return torch.nn.functional.mse_loss(linear(x).squeeze(-1), target)
+
+    rows = [str(i) for i in range(10)]
+    lengths = [5, 1, 4, 1, 3, 9, 2, 8, 7, 6]
+    params = StudentParams(epochs=2, batch_size=4, lr=0.01, evals_per_epoch=1, warmup=0.0, patience=None)
+    gen = torch.Generator().manual_seed(3)
+    Fit(linear, loss, (rows,), torch.zeros(10).numpy(), lambda: 0.0, params, gen,
+        arrange=by_length(lengths, 4, gen)).finish()
+    assert len(seen) == 6  # 3 batches an epoch: 4, 4 and the short one, 2
+    for epoch in (seen[:3], seen[3:]):
+        assert [len(b) for b in epoch] == [4, 4, 2] and sorted(r for b in epoch for r in b) == sorted(rows)
+        assert sorted(epoch[2]) == ["5", "7"]  # the two longest rows (9 and 8 tokens) last
+        assert sorted(map(sorted, epoch[:2])) == [["0", "2", "8", "9"], ["1", "3", "4", "6"]]
