@@ -265,7 +265,8 @@ class Fit:
             return False
         due = self.step >= self.total or self.stopped or (
             self.step in self.eval_steps if every is None else self.step % every == 0)
-        return pause or (due and time.perf_counter() - self._saved_at >= self.params.checkpoint_seconds)
+        return pause or (due and distributed.on_main(  # rank 0's clock: every rank saves (a collective), or none
+            lambda: time.perf_counter() - self._saved_at >= self.params.checkpoint_seconds))
 
     def _save(self) -> None:
         t0 = time.perf_counter()
