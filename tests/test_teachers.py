@@ -126,14 +126,16 @@ def test_pruned_model_keeps_the_chosen_layers_and_loads_with_plain_st(tiny_model
         BiEncoder.load(str(tiny_model_dir), layers=[0, 2])
 
 
-def test_pruned_student_chain_reports_its_encode_speed(tiny_params, tmp_path):
+def test_pruned_student_chain_reports_its_layers_and_evaluate_times_it_once_for_its_cut(tiny_params, tmp_path):
     raw = tiny_params.model_dump(mode="json")
     raw["data"]["max_train"] = 60
     raw["student"]["layers"] = [0]
     result = run_chain(parse_params(raw), tmp_path)
-    report = json.loads((tmp_path / "metrics/distill.json").read_text())["pruned"]
-    speed = json.loads(machine_path(tmp_path / "metrics/distill.json").read_text())["pruned"]  # timed: not in git
-    assert report["layers"] == [0] and report["full_layers"] == 2 and speed["speedup"] > 0
+    assert json.loads((tmp_path / "metrics/distill.json").read_text())["pruned"] == {"layers": [0]}
+    speed = json.loads(machine_path(tmp_path / "metrics/eval.json").read_text())["speed"]  # timed: not in git
+    assert "timed_as" not in speed["student"]  # the cut is not its whole start: timed against it
+    assert speed["start"]["timed_as"] == speed["gold-only"]["timed_as"] == "student"  # the same cut, trained or not
+    assert result["bi"]["speed"] == result["baseline"]["start"]["speed"] == result["baseline"]["gold"]["speed"] > 0
     for model in ("models/bi", "models/gold"):  # the student and its own gold-only baseline are both pruned
         assert json.loads((tmp_path / model / "config.json").read_text())["num_hidden_layers"] == 1
     assert "start" in result["baseline"]

@@ -16,7 +16,7 @@ from pldistill.datasets import gold_dir
 from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
 from pldistill.recipes import rounds
-from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, encode_speed, end_distill, student_start
+from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, pruned, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
 from pldistill.training import split_scores, train_model
@@ -62,7 +62,7 @@ class AugSBERT(Recipe):
                     lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO), cycles)
         return {"recipe": self.name, "cycle": 1, **({"adapt": params.adapt.data.name} if params.adapt.data else {}),
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
-                **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
+                **({"pruned": pruned(sp)} if sp.layers is not None else {})}
 
     def _card(self, params: Params, teacher: Teacher, gold: int, silver: int, start_from: TrainParams, fit: dict,
               cycles: str | None = None) -> str:
@@ -102,12 +102,11 @@ class AugSBERT(Recipe):
         card = self._card(params, teacher, len(gold), silver, start_from, chosen.meta["fit"], cycles)
         facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),
                               labelled, card)
-        student = BiEncoder.load(str(dirs.bi), sp.max_length)
         return {"recipe": self.name, "cycles": params.cycles, **({"adapt": params.adapt.data.name}
                                                                  if params.adapt.data else {}),
                 "gold_pairs": len(gold), "silver_pairs": silver,
                 **chosen.meta["fit"], **facts,
-                **({"pruned": encode_speed(student, sp, scored["dev"], ep)} if sp.layers is not None else {})}
+                **({"pruned": pruned(sp)} if sp.layers is not None else {})}
 
 
 RECIPE = AugSBERT()
