@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover (5.x)
     from sentence_transformers.models import StaticEmbedding
 
 from pldistill import accel, ahead, bundled, losses
+from pldistill.batching import length_sorted_batches, token_counts
 from pldistill.device import device, native_bf16
 from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
@@ -130,24 +131,6 @@ def autocast(bf16: bool | str) -> Iterator[None]:
         yield
 
 
-def token_counts(tokenizer: object, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[int]:
-    """Tokens per input (pairs: ``texts[i]`` with ``pairs[i]``), truncated as the model truncates. Batches of
-    similar token counts pad far less than batches of similar character counts (STS-B pairs: 30 real tokens per
-    pair padded to 40 when sorted by characters, to 31 by tokens); without a tokenizer, characters."""
-    if not callable(tokenizer):
-        return [len(a) + len(b) for a, b in zip(texts, pairs)] if pairs is not None else [len(t) for t in texts]
-    args = (list(texts),) if pairs is None else (list(texts), list(pairs))
-    ids = tokenizer(*args, truncation=True, max_length=max_length, return_attention_mask=False,
-                    return_token_type_ids=False)["input_ids"]
-    return [len(i) for i in ids]
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Index batches of similar length (longest first): less padding, and OOM shows up at once."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
 def _batched_inference(
     tokenize: Callable[[list[int]], dict], run: Callable[[dict], torch.Tensor], lengths: Sequence[int],
     batch_size: int, bf16: bool | str, desc: str, progress: bool, tokens: ahead.Tokens, depth: int,
@@ -225,10 +208,6 @@ class _Backended:
 
     def _counts(self, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
         return self.tokens.locked(lambda: token_counts(self.model.tokenizer, texts, pairs, self.max_length))
-
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
-        """Tokens per text as this model reads it, up to its length cap (what a batch is padded to)."""
-        return self._counts(texts, None)
 
     def _tokenized(self, *inputs: list[str]) -> tuple[tuple, Callable[[], dict]]:
         """The model's tokenizer call on ``inputs`` (texts; or s1, s2) and the key of its result."""

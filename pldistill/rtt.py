@@ -98,7 +98,8 @@ class Marian:
         import torch
         from transformers import AutoTokenizer, MarianMTModel
 
-        from pldistill.models import autocast, device, length_sorted_batches, resolve
+        from pldistill.batching import length_sorted_batches
+        from pldistill.models import autocast, device, resolve
 
         path = resolve(spec)
         try:

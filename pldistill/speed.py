@@ -101,10 +101,11 @@ def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: 
     ref = seconds["reference"]
     out = {}
     for name in models:
-        mine = seconds[twin.get(name, name)]
+        timed_as = twin.get(name, name)
+        mine = seconds[timed_as]
         per_round = [r / s for r, s in zip(ref, mine)]
         out[name] = {"speed": round(statistics.median(per_round), 2),
-                     "per_round": [round(x, 2) for x in per_round], "passes": passes[twin.get(name, name)],
+                     "per_round": [round(x, 2) for x in per_round], "passes": passes[timed_as],
                      "batch_size": size[name], "reference_batch_size": size["reference"],
                      "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
                      "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1),

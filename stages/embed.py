@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from pldistill import cards, embedding, schemas
-from pldistill.batching import by_length
+from pldistill.batching import by_length, token_counts
 from pldistill.config import Params
 from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
@@ -104,7 +104,8 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     start = split_scores(student, scored, ev)
-    arrange = by_length(student.token_counts(sentences), ep.batch_size, gen) if ep.grouped else None
+    lengths = token_counts(student.model.tokenizer, sentences, None, ep.max_length) if ep.grouped else None
+    arrange = by_length(lengths, ep.batch_size, gen) if lengths is not None else None
     res = fit_at(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed",
                  arrange=arrange)
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",

@@ -270,7 +270,7 @@ def test_a_forced_backend_without_its_package_stops_at_the_params(monkeypatch):
 
 
 def test_batches_follow_token_counts_not_characters(cross, bi):
-    from pldistill.models import token_counts
+    from pldistill.batching import token_counts
     # 9 characters each; [CLS] 1 , 234 , 56 ##7 [SEP] vs [CLS] aa ##aa ##aa ##aa [SEP]
     assert token_counts(bi.model.tokenizer, ["1,234,567", "aaaaaaaaa"], None, 32) == [8, 6]
     counts = token_counts(cross.model.tokenizer, S1, S2, 32)

@@ -4,7 +4,8 @@ import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import models
-from pldistill.models import BiEncoder, CrossModel, ModelError, length_sorted_batches, resolve
+from pldistill.batching import length_sorted_batches
+from pldistill.models import BiEncoder, CrossModel, ModelError, resolve
 
 S1 = ["a cat sits on the mat", "the stock market fell sharply today", "rain is expected tomorrow"]
 S2 = ["a kitten rests on a rug", "shares dropped on wall street", "a sunny week ahead"]
