@@ -13,7 +13,6 @@ static.model."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 from math import comb
@@ -56,9 +55,13 @@ def rank(whole: BiEncoder, keep: int, dev: pd.DataFrame, batch_size: int) -> lis
     """Every ``keep``-layer cut of ``whole`` with its untrained dev Spearman, best first (ties: the earlier cut)."""
     rows = []
     for layers in cuts(depth(whole), keep, whole.name):
-        model = copy.deepcopy(whole.model)  # (one load, a copy a cut: the weights read from disk once)
-        prune_layers(BiEncoder._transformer(model), layers, whole.name)
-        rows.append({"layers": list(layers), "dev": dev_spearman(BiEncoder(model, whole.name), dev, batch_size)})
+        # one load: each cut scored in place, its layers put back after (a copy a cut cost 0.13 s of its 0.4)
+        restore = prune_layers(BiEncoder._transformer(whole.model), layers, whole.name)
+        try:
+            rows.append({"layers": list(layers), "dev": dev_spearman(BiEncoder(whole.model, whole.name), dev,
+                                                                     batch_size)})
+        finally:
+            restore()
         print(f"cut {list(layers)}: dev {rows[-1]['dev']}", flush=True)
     return sorted(rows, key=lambda r: (-r["dev"], r["layers"]))
 

@@ -92,23 +92,27 @@ def _hub_errors(spec: str, resolved: str) -> Iterator[None]:
                          f"or download it once while online") from None
 
 
-def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) -> None:
+def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) -> Callable[[], None]:
     """Keep only ``layers`` of a transformer's stack, in place (sentence-transformers' model-distillation
-    recipe); the config's layer count follows, so the saved model loads as it is."""
-    config = hf_model.config
-    n = config.num_hidden_layers
+    recipe); the config's layer count follows, so the saved model loads as it is. Returns what puts them back."""
+    config, n = hf_model.config, hf_model.config.num_hidden_layers
     stacks = [(name, m) for name, m in hf_model.named_modules()
               if isinstance(m, torch.nn.ModuleList) and len(m) == n and name.rsplit(".", 1)[-1] in ("layer", "layers")]
     if len(stacks) != 1:
         raise ModelError(f"{spec}: cannot find its one stack of {n} transformer layers to prune "
                          f"(found {[name for name, _ in stacks]}); set layers to null")
-    bad = [i for i in layers if i >= n]
-    if bad:
+    if bad := [i for i in layers if i >= n]:
         raise ModelError(f"{spec} has {n} layers (0 .. {n - 1}); layers {list(layers)} names {bad}")
     name, stack = stacks[0]
-    parent = hf_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else hf_model
-    setattr(parent, name.rsplit(".", 1)[-1], torch.nn.ModuleList([stack[i] for i in layers]))
+    parent, attr = hf_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else hf_model, name.rsplit(".", 1)[-1]
+    setattr(parent, attr, torch.nn.ModuleList([stack[i] for i in layers]))
     config.num_hidden_layers = len(layers)
+
+    def restore() -> None:
+        setattr(parent, attr, stack)
+        config.num_hidden_layers = n
+
+    return restore
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from pldistill import sampling, schemas
 from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.runtime import main
-from pldistill.seeding import seed_all
+from pldistill.seeding import numpy_rng
 from pldistill.validate import load_params
 
 
@@ -37,7 +37,7 @@ def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]]
 
 def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> dict:
     """Write data/pairs/candidates.parquet: pairs over the training sentences, with the strategy that found each."""
-    rng, _ = seed_all(params.seed)
+    rng = numpy_rng(params.seed)
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     sp = params.sample
     spec, encode = encoder(params, gold) if semantic(sp.strategy) else (None, None)

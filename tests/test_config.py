@@ -1,5 +1,6 @@
 import pytest
 
+from pldistill import params_base
 from pldistill.config import ConfigError
 from pldistill.validate import load_params, parse_params
 from tests.conftest import ROOT
@@ -107,6 +108,7 @@ def test_inference_batch_auto_is_larger_on_a_gpu(monkeypatch):
     p = parse_params({"label": {"batch_size": "auto"}})  # also the default
     assert p.label.batch_size == p.evaluate.batch_size == 64  # no CUDA GPU in the tests
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(params_base, "GPU_NODES", (__file__,))  # a GPU's device node: torch is asked
     p = parse_params({})
     assert p.label.batch_size == p.evaluate.batch_size == 512
     assert parse_params({"label": {"batch_size": 32}}).label.batch_size == 32  # a number is kept on any device

@@ -36,3 +36,26 @@ def test_only_the_stages_run_the_stage_command_line():
 
 def test_the_cycle_finder_finds_one():
     assert stage_deps.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _run(code: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_data_stage_loads_no_torch_where_no_gpu_shows_itself(tmp_path):
+    """Params' batch_size auto asks torch for a GPU only where a GPU's device node exists: on a machine without
+    one, stages check, download, augment and sample run without torch (about 3 s of each one's 4 on 2 cores)."""
+    node = tmp_path / "nvidia0"
+    node.touch()
+    probe = ("import sys; import pldistill.params_base as pb; pb.GPU_NODES = ({nodes!r},); "
+             "from pldistill.validate import parse_params; p = parse_params({{}}); "
+             "import stages.check, stages.download, stages.augment, stages.sample; "
+             "print(p.label.batch_size, 'torch' in sys.modules)")
+    assert _run(probe.format(nodes=str(tmp_path / "none*"))).split() == ["64", "False"]
+    batch, loaded = _run(probe.format(nodes=str(tmp_path / "nvidia*"))).split()  # a node: torch answers
+    import torch
+
+    assert loaded == "True" and int(batch) == (512 if torch.cuda.is_available() else 64)
