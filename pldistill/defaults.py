@@ -99,6 +99,7 @@ DEFAULTS = {
         'seed_stop': 0.2,
         'soup': False,
         'loss': 'cosine',
+        'group_by_length': 'auto',
         'trust_remote_code': False,
     },
     'label': {'batch_size': 'auto', 'bf16': 'auto', 'backend': 'auto'},
@@ -118,6 +119,7 @@ DEFAULTS = {
         'soup': False,
         'wise': True,
         'loss': 'cosine',
+        'group_by_length': 'auto',
         'trust_remote_code': False,
     },
     'static': {

@@ -113,8 +113,16 @@ class TrainParams(StepParams):
     # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
     # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there
     loss: Literal["cosine", "cosent"]
+    # batches of pairs of similar length (pldistill.batching): auto, for loss cosine (a mean over pairs); CoSENT
+    # compares a batch's pairs with one another, so auto leaves its batches random (and a static model's, unpadded)
+    group_by_length: bool | Literal["auto"]
 
     _known_model = field_validator("model")(_model_spec)
+
+    def grouped(self, padded: bool = True) -> bool:
+        """Whether the pair training's batches are grouped by length (``group_by_length`` resolved); ``padded``:
+        the model pads a batch to its longest input (a transformer; a static model sums token vectors)."""
+        return self.loss == "cosine" and padded if self.group_by_length == "auto" else self.group_by_length
 
     @model_validator(mode="after")
     def _a_soup_of_seeds(self) -> TrainParams:

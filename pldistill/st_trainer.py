@@ -50,6 +50,9 @@ def refuse(params: StepParams, world: int, desc: str) -> None:
     if getattr(params, "seeds", 1) > 1:
         raise ConfigError(f"{desc}: seed optimisation (seeds {params.seeds}) pauses runs inside our loop; set "
                           f"trainer: ours, or seeds: 1")
+    if getattr(params, "group_by_length", "auto") is True:
+        raise ConfigError(f"{desc}: group_by_length true groups batches in our loop; sentence-transformers' trainer "
+                          f"cuts its own (random): set trainer: ours, or group_by_length: auto")
     if params.batch_size % (params.accumulate * world):
         raise ConfigError(f"{desc}: trainer sentence-transformers splits batch_size {params.batch_size} into "
                           f"accumulate {params.accumulate} x processes {world} equal micro-batches; make it a "

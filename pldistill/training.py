@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from pldistill import distributed, losses, st_trainer
-from pldistill.batching import Arrange
+from pldistill.batching import Arrange, by_length, token_counts
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
     BatchLoss,
@@ -32,7 +32,7 @@ from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as b
     precision,
 )
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, at_length
+from pldistill.models import BiEncoder, CrossModel, at_length, is_static
 from pldistill.seeding import seed_all
 from pldistill.soup import fit_soup, mix_with_start
 from pldistill.trainable import columns, write_curves  # noqa: F401  (write_curves: re-exported)
@@ -90,6 +90,31 @@ def seeds_of(params: TrainParams, seed: int) -> list[int]:
     return [seed + i for i in range(params.seeds)]
 
 
+def grouped(model: BiEncoder | CrossModel, params: TrainParams) -> bool:
+    """Whether ``model``'s pair training cuts batches of similar length (``params.group_by_length``)."""
+    return params.grouped(padded=not (isinstance(model, BiEncoder) and is_static(model.model)))
+
+
+def pair_lengths(model: BiEncoder | CrossModel, s1: list[str], s2: list[str]) -> list[int]:
+    """The tokens each pair's batch pads to, at the length the model truncates: a cross-encoder reads a pair as
+    one input; a bi-encoder embeds both columns of a batch in one forward, padded to its longest sentence."""
+    tokenizer = model.model.tokenizer
+    if isinstance(model, CrossModel):
+        return token_counts(tokenizer, s1, s2, model.max_length)
+    return [max(a, b) for a, b in zip(token_counts(tokenizer, s1, None, model.max_length),
+                                      token_counts(tokenizer, s2, None, model.max_length))]
+
+
+def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchLoss]:
+    """The loss a model of ``kind`` learns pairs by: a cross-encoder soft BCE; a bi-encoder ``loss`` (cosine:
+    MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
+    if kind == "cross":
+        return lambda m: m.soft_bce_loss
+    if loss == "cosent":
+        return lambda m: lambda texts, target: losses.cosent(*m.embed_columns(columns(texts, 2, "CoSENT")), target)
+    return lambda m: m.cosine_mse_loss
+
+
 def _train(
     load: Callable[[], M], loss: Callable[[M], BatchLoss], params: TrainParams, eval_params: EvaluateParams,
     s1: list[str], s2: list[str], target: list[float], dev: pd.DataFrame, seed: int, desc: str,
@@ -104,8 +129,10 @@ def _train(
     def start(s: int) -> tuple[M, Fit]:
         _, gen = seed_all(s)  # before loading: a new head's init is drawn from it
         model = load()
+        arrange = by_length(pair_lengths(model, s1, s2), params.batch_size, gen) if grouped(model, params) else None
         return model, Fit(model.module, loss(model), (s1, s2), target, dev_spearman(model, dev, eval_params), params,
-                          gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch)
+                          gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch,
+                          arrange=arrange)
 
     if params.soup:
         return fit_soup(start, seeds_of(params, seed))
@@ -113,16 +140,6 @@ def _train(
 
 
 LOADERS = {"bi": BiEncoder.load, "cross": CrossModel.load}  # a model's kind -> how it loads
-
-
-def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchLoss]:
-    """The loss a model of ``kind`` learns pairs by: a cross-encoder soft BCE; a bi-encoder ``loss`` (cosine:
-    MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
-    if kind == "cross":
-        return lambda m: m.soft_bce_loss
-    if loss == "cosent":
-        return lambda m: lambda texts, target: losses.cosent(*m.embed_columns(columns(texts, 2, "CoSENT")), target)
-    return lambda m: m.cosine_mse_loss
 
 
 def train_model(

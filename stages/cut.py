@@ -35,7 +35,7 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
     tp = TrainParams(**params.train.model_dump(), lr=t.lr, batch_size=t.batch_size, warmup=t.warmup,
                      max_length=t.max_length, model=spec, epochs=params.static.finetune, evals_per_epoch=1,
                      layers=None, seeds=1, seed_stop=t.seed_stop, soup=False, loss="cosine",
-                     trust_remote_code=params.student.trust_remote_code)
+                     group_by_length=t.group_by_length, trust_remote_code=params.student.trust_remote_code)
     model, res = train_model(tp, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
                              list(train["score"]), dev, params.seed, desc="cut: static.model on gold")
     fit = res.summary()

@@ -1,9 +1,10 @@
-"""Batches grouped by length (pldistill.batching): the embedding step's sentences cut into batches of similar length,
-in random order, every row once an epoch."""
+"""Batches grouped by length (pldistill.batching): the embedding step's sentences, and the teacher's and student's
+pairs, cut into batches of similar length, in random order, every row once an epoch."""
 
 import itertools
 import random
 
+import pandas as pd
 import torch
 
 from pldistill.batching import by_length
@@ -45,6 +46,60 @@ def test_group_by_length_auto_is_on_for_mse_only():
     assert grouped() and grouped(loss="mse")
     assert not grouped(loss="sim") and not grouped(loss="mse+sim")  # in-batch cosines: the batch is the lesson
     assert grouped(loss="sim", group_by_length=True) and not grouped(group_by_length=False)
+
+
+def test_pair_training_groups_by_length_for_the_cosine_loss_of_a_padded_model_only():
+    def grouped(padded: bool = True, **student) -> bool:
+        return parse_params({"student": student}).student.grouped(padded)
+
+    assert grouped() and grouped(loss="cosine")  # MSE of each pair's cosine: a mean over pairs
+    assert not grouped(loss="cosent")  # CoSENT orders the scores of a batch's pairs against one another
+    assert not grouped(padded=False)  # a static model sums token vectors: no padding to save
+    assert grouped(loss="cosent", group_by_length=True) and not grouped(group_by_length=False)
+    teacher = parse_params({"teacher": {"group_by_length": False}}).teacher
+    assert not any(c.grouped() for c in teacher.tried)  # the candidates inherit the teacher's setting
+
+
+def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for_a_cross_encoder(tiny_model_dir):
+    from pldistill.models import BiEncoder, CrossModel
+    from pldistill.training import pair_lengths
+
+    s1 = ["a cat", "one two three four five six seven eight", "x"]
+    s2 = ["a cat sat on the mat today", "hi", "y z"]
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=8)
+    own = [len(bi.model.tokenizer(s)["input_ids"]) for s in s1 + s2]
+    assert pair_lengths(bi, s1, s2) == [min(8, max(a, b)) for a, b in zip(own[:3], own[3:])] == [8, 8, 4]
+    cross = CrossModel.load(str(tiny_model_dir), max_length=12)
+    assert pair_lengths(cross, s1, s2) == [len(cross.model.tokenizer(a, b, truncation=True, max_length=12)["input_ids"])
+                                           for a, b in zip(s1, s2)]
+
+
+def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, monkeypatch):
+    from pldistill import training
+    from pldistill.params_train import StudentParams
+
+    sizes = [1, 2, 3, 12, 13, 14, 25, 26, 27, 28, 29, 30]
+    s1 = [" ".join(["word"] * n) for n in sizes]
+    seen: list[list[int]] = []
+    original = training.pair_loss("bi", "cosine")
+
+    def spying(model):
+        loss = original(model)
+
+        def batch_loss(texts, target):
+            seen.append(sorted(len(t.split()) for t in texts[0]))
+            return loss(texts, target)
+
+        return batch_loss
+
+    monkeypatch.setattr(training, "pair_loss", lambda kind, loss: spying)
+    params = StudentParams(model=str(tiny_model_dir), epochs=2, batch_size=3, lr=1e-3, evals_per_epoch=1,
+                           warmup=0.0, patience=None, max_length=64, layers=None)
+    dev = parse_params({}).evaluate
+    pairs = pd.DataFrame({"sentence1": s1[:4], "sentence2": s1[4:8], "score": [0.1, 0.5, 0.7, 0.9]})
+    training.train_model(params, dev, s1, list(s1), [0.5] * 12, pairs, seed=3, desc="t")
+    assert len(seen) == 8 and all(b[-1] - b[0] <= 2 for b in seen)  # 4 batches of 3 an epoch: neighbours in length
+    assert sorted(n for b in seen[:4] for n in b) == sizes  # every pair once an epoch
 
 
 def test_the_loop_cuts_its_batches_from_the_arranged_order_each_epoch():

@@ -49,6 +49,8 @@ def test_what_it_cannot_do_is_refused_by_name(tiny_model_dir):
         _train(tiny_model_dir, seeds=2)
     with pytest.raises(ConfigError, match="batch_size 8 into accumulate 3 x processes 1 equal micro-batches"):
         _train(tiny_model_dir, accumulate=3)
+    with pytest.raises(ConfigError, match="group_by_length true groups batches in our loop; sentence-transformers"):
+        _train(tiny_model_dir, group_by_length=True)  # auto: its sampler's random batches
 
 
 def _killed_at_step_5_then_rerun(tmp_path, monkeypatch, train):
