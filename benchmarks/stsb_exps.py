@@ -5,7 +5,7 @@ pairs, the other training pairs given without their scores) and the row's own. N
 anything: DVC runs the experiments, and the table is read back from `dvc exp show --json`.
 
     python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
-    python benchmarks/stsb_exps.py run --rows default-wise --seeds 42  # one at a time (dvc exp run --temp)
+    python benchmarks/stsb_exps.py run --rows default-grouped --seeds 42  # one at a time (dvc exp run --temp)
     python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
     python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
     python benchmarks/stsb_exps.py run --rows static-default,static-soup --seeds 42,43,44  # the default teacher choice
@@ -77,6 +77,12 @@ ROWS: dict[str, dict[str, object]] = {
     # default since: WiSE-FT), after the soup
     "static-ft-wise": {"student.kind": "static", "static.finetune": 4, "student.seeds": 3, "student.soup": "true"},
 }
+# every row above was measured with random batches, before the embedding step (embed.group_by_length) and then the
+# pair steps (teacher.group_by_length, student.group_by_length) cut batches of similar length: they pin them off, as
+# they ran. default-grouped: the data settings only since (what a user gets)
+RANDOM_BATCHES = {"embed.group_by_length": "false", "teacher.group_by_length": "false",
+                  "student.group_by_length": "false"}
+ROWS = {name: {**RANDOM_BATCHES, **row} for name, row in ROWS.items()} | {"default-grouped": {}}
 # The columns read back: eval.json keys (dotted) -> the table's header.
 COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
            "baseline.gold.test.spearman": "gold-only", "baseline.start.test.spearman": "start"}

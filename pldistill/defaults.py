@@ -119,7 +119,7 @@ DEFAULTS = {
         'soup': False,
         'wise': True,
         'loss': 'cosine',
-        'group_by_length': 'auto',
+        'group_by_length': False,
         'trust_remote_code': False,
     },
     'static': {

@@ -50,12 +50,13 @@ def test_group_by_length_auto_is_on_for_mse_only():
 
 def test_pair_training_groups_by_length_for_the_cosine_loss_of_a_padded_model_only():
     def grouped(padded: bool = True, **student) -> bool:
-        return parse_params({"student": student}).student.grouped(padded)
+        return parse_params({"student": {"group_by_length": "auto", **student}}).student.grouped(padded)
 
     assert grouped() and grouped(loss="cosine")  # MSE of each pair's cosine: a mean over pairs
     assert not grouped(loss="cosent")  # CoSENT orders the scores of a batch's pairs against one another
     assert not grouped(padded=False)  # a static model sums token vectors: no padding to save
     assert grouped(loss="cosent", group_by_length=True) and not grouped(group_by_length=False)
+    assert parse_params({}).teacher.grouped() and not parse_params({}).student.grouped()  # the defaults
     teacher = parse_params({"teacher": {"group_by_length": False}}).teacher
     assert not any(c.grouped() for c in teacher.tried)  # the candidates inherit the teacher's setting
 
@@ -94,7 +95,7 @@ def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, mo
 
     monkeypatch.setattr(training, "pair_loss", lambda kind, loss: spying)
     params = StudentParams(model=str(tiny_model_dir), epochs=2, batch_size=3, lr=1e-3, evals_per_epoch=1,
-                           warmup=0.0, patience=None, max_length=64, layers=None)
+                           warmup=0.0, patience=None, max_length=64, layers=None, group_by_length="auto")
     dev = parse_params({}).evaluate
     pairs = pd.DataFrame({"sentence1": s1[:4], "sentence2": s1[4:8], "score": [0.1, 0.5, 0.7, 0.9]})
     training.train_model(params, dev, s1, list(s1), [0.5] * 12, pairs, seed=3, desc="t")
