@@ -128,8 +128,7 @@ def at_length(model: BiEncoder | CrossModel, max_length: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def autocast(bf16: bool | str) -> Iterator[None]:
-    """bf16 autocast ("auto": only with native bf16 units; emulated bf16 was 2.8x slower than fp32
-    on an AVX512 CPU without them)."""
+    """bf16 autocast ("auto": only with native bf16 units; emulated, 2.8x slower than fp32 on an AVX512 CPU)."""
     enabled = native_bf16() if bf16 == "auto" else bool(bf16)
     with torch.autocast(device_type=device(), dtype=torch.bfloat16, enabled=enabled):
         yield
@@ -210,7 +209,8 @@ class _Backended:
         return {k: v.to(self.model.device, non_blocking=True) if torch.is_tensor(v) else v
                 for k, v in features.items()}
 
-    def _counts(self, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
+    def lengths(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[int]:
+        """Tokens per input (pairs: ``texts[i]`` with ``pairs[i]``) as this model truncates them, under its lock."""
         return self.tokens.locked(lambda: token_counts(self.model.tokenizer, texts, pairs, self.max_length))
 
     def _tokenized(self, *inputs: list[str]) -> tuple[tuple, Callable[[], dict]]:
@@ -318,7 +318,7 @@ class BiEncoder(_Backended, Trainable):
         return _batched_inference(
             lambda idx: self._tokenized([texts[i] for i in idx])[1](),
             lambda feats: (forward or self.model)(self._device(feats))["sentence_embedding"],  # (batch, dim)
-            self._counts(texts, None), batch_size, bf16, "encode", progress, self.tokens, self.prefetch_depth)
+            self.lengths(texts), batch_size, bf16, "encode", progress, self.tokens, self.prefetch_depth)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:
@@ -377,7 +377,7 @@ class CrossModel(_Backended, Trainable):
         return _batched_inference(
             lambda idx: self._tokenized([s1[i] for i in idx], [s2[i] for i in idx])[1](),
             lambda feats: (forward or self.model)(self._device(feats))["scores"].squeeze(-1),  # (batch,)
-            self._counts(s1, s2), batch_size, bf16, "cross-encode", progress, self.tokens, self.prefetch_depth)
+            self.lengths(s1, s2), batch_size, bf16, "cross-encode", progress, self.tokens, self.prefetch_depth)
 
     def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
                progress: bool = False) -> np.ndarray:

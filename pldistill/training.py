@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from pldistill import distributed, losses, st_trainer
-from pldistill.batching import Arrange, by_length, token_counts
+from pldistill.batching import Arrange, by_length
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
     BatchLoss,
@@ -98,11 +98,9 @@ def grouped(model: BiEncoder | CrossModel, params: TrainParams) -> bool:
 def pair_lengths(model: BiEncoder | CrossModel, s1: list[str], s2: list[str]) -> list[int]:
     """The tokens each pair's batch pads to, at the length the model truncates: a cross-encoder reads a pair as
     one input; a bi-encoder embeds both columns of a batch in one forward, padded to its longest sentence."""
-    tokenizer = model.model.tokenizer
     if isinstance(model, CrossModel):
-        return token_counts(tokenizer, s1, s2, model.max_length)
-    return [max(a, b) for a, b in zip(token_counts(tokenizer, s1, None, model.max_length),
-                                      token_counts(tokenizer, s2, None, model.max_length))]
+        return model.lengths(s1, s2)
+    return [max(a, b) for a, b in zip(model.lengths(s1), model.lengths(s2))]
 
 
 def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchLoss]:
