@@ -78,6 +78,7 @@ DEFAULTS = {
                 'calibrate': 'auto',
                 'epochs': 4,
                 'evals_per_epoch': 1,
+                'patience': 0.5,
             },
             {
                 'model': 'bundled:all-MiniLM-L6-v2',
@@ -86,6 +87,7 @@ DEFAULTS = {
                 'calibrate': 'auto',
                 'epochs': 4,
                 'evals_per_epoch': 1,
+                'patience': 0.5,
             },
         ],
         'layers': None,
