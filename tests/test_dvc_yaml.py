@@ -58,13 +58,14 @@ def test_the_data_stages_depend_on_few_modules():
     (before issue 35: 29 and 30 files, 5,556 and 5,670 lines). check validates every recipe's section and rules, so
     it depends on each recipe's params module (pldistill/recipes/<recipe>_params.py): small files, no recipe code."""
     code = {name: [d for d in STAGES[name]["deps"] if d.endswith(".py")] for name in ("check", "download")}
-    lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in code.items()}
     modules = {name: [f for f in files if not f.startswith("pldistill/defaults")]  # generated from params.yaml: data
                for name, files in code.items()}
+    lines = {name: sum(len((ROOT / f).read_text().splitlines()) for f in files) for name, files in modules.items()}
     # download: 11 modules (reading, rows, cleaning, public_sets, datasets, schemas, io, params_data, names, errors,
     # runtime), two __init__.py and the stage
     assert len(modules["check"]) <= 20 and len(modules["download"]) <= 14, modules
-    assert lines["check"] < 2200 and lines["download"] < 2300, lines
+    # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
+    assert lines["check"] < 2000 and lines["download"] < 2270, lines
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 
