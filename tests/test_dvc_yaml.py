@@ -65,7 +65,7 @@ def test_the_data_stages_depend_on_few_modules():
     # runtime), two __init__.py and the stage
     assert len(modules["check"]) <= 20 and len(modules["download"]) <= 14, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2000 and lines["download"] < 2270, lines
+    assert lines["check"] < 1950 and lines["download"] < 2270, lines  # (with the defaults: < 2200, < 2300 before)
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 
