@@ -26,6 +26,7 @@ from pldistill.validate import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
+TINY_SEED = 0  # the tiny BERT's random weights (tests/test_models.py draws them again)
 STAGES = ("download", "augment", "cut", "gold", "sample", "teacher", "embed", "label", "distill", "evaluate")
 
 
@@ -129,7 +130,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     with built_once(out) as todo:
         if todo:
             out.mkdir(parents=True)
-            torch.manual_seed(0)
+            torch.manual_seed(TINY_SEED)
             shape = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
                      "max_position_embeddings": 128}
             weights = BertModel(BertConfig(vocab_size=30522, **shape)).state_dict()
