@@ -145,7 +145,7 @@ DEFAULTS = {
         'projection': 'auto',
         'batch_size': 64,
         'group_by_length': 'auto',
-        'lr': 0.0002,
+        'lr': 0.0005,
         'warmup': 0.1,
         'max_length': 128,
         'evals_per_epoch': 1,

@@ -43,3 +43,10 @@ def test_the_corpus_row_needs_its_file_and_passes_its_absolute_path(tmp_path):
     corpus.write_text("a sentence\n")
     args = settings("corpus", 42, Path("x.tar.gz"), corpus)
     assert f"embed.corpus={corpus.resolve()}" in args
+
+
+def test_rows_measured_before_the_embedding_rate_changed_pin_the_old_one_and_todays_default_spells_the_new():
+    def pinned(row: str) -> str:
+        return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith("embed.lr="))
+    assert pinned("default-grouped") == pinned("gold-only") == "embed.lr=2e-4"
+    assert pinned("embed-lr") == "embed.lr=5e-4"
