@@ -135,7 +135,7 @@ DEFAULTS = {
         'embed_lr': 0.005,
     },
     'embed': {
-        'epochs': 5,
+        'epochs': 3,
         'teacher': 'auto',
         'corpus': 'auto',
         'max_corpus': None,
