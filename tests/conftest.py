@@ -164,7 +164,7 @@ def tiny(model_dir: Path) -> Params:
              "group_by_length": False}
     # Augmented SBERT's teacher (a cross-encoder fine-tuned on gold) and a whole student, not the demo's
     teacher = {**train, "kind": "cross", "finetune": True, "candidates": []}  # (no MPNet candidate in the tests)
-    # embed.corpus auto: 40 of the demo's 2,383 plain sentences (all of them: 10 s a bi-encoder-teacher chain)
+    # embed.corpus auto: 40 of the demo's 4,774 plain sentences (a chain learns every one it is given)
     # WiSE off: its nine dev scorings were a sixth of a chain's time (tests/test_soup.py runs it; the slow tier too)
     student = {**train, "layers": None, "wise": False}
     return parse_params({"seed": 7, "teacher": teacher, "student": student, "sample": {"top_k": 2},

@@ -1,5 +1,6 @@
 import io
 import json
+import re
 import tarfile
 from typing import ClassVar
 
@@ -109,8 +110,13 @@ def test_demo_plain_sentences_are_built_from_their_parts_and_hold_no_pair_senten
     pairs = pd.read_csv(ROOT / "data/demo/pairs.tsv", sep="\t", quoting=3)
     key = lambda s: " ".join(s.lower().split()).strip(".?! ")  # noqa: E731
     in_pairs = {key(s) for s in [*pairs["sentence1"], *pairs["sentence2"]]}
-    assert len(plain) > 2000 and len({key(s) for s in plain}) == len(plain)
+    assert len(plain) > 4000 and len({key(s) for s in plain}) == len(plain)
     assert not {key(s) for s in plain} & in_pairs
+    # nor a near copy of an evaluation sentence: 80% of the words (build.py's NEAR) or more in common
+    words = lambda s: set(re.sub(r"\W+", " ", s.lower()).split())  # noqa: E731
+    evals = pairs[pairs["split"] != "train"]
+    held_out = [words(s) for s in [*evals["sentence1"], *evals["sentence2"]]]
+    assert not [w for w in map(words, plain) if any(len(w & h) >= 0.8 * len(w | h) for h in held_out)]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])

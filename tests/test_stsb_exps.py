@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from stsb_exps import experiments, settings, table  # benchmarks/ is a folder of scripts, not a package
+from stsb_exps import ROWS, experiments, settings, table  # benchmarks/ is a folder of scripts, not a package
 
 
 def _exp(name: str, student: float, speed: float) -> dict:
@@ -50,3 +50,11 @@ def test_rows_measured_before_the_embedding_rate_changed_pin_the_old_one_and_tod
         return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith("embed.lr="))
     assert pinned("default-grouped") == pinned("gold-only") == "embed.lr=2e-4"
     assert pinned("embed-lr") == "embed.lr=5e-4"
+
+
+def test_rows_measured_before_the_embedding_epochs_changed_pin_five_and_keep_their_own():
+    def pinned(row: str) -> str:
+        return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith("embed.epochs="))
+    assert pinned("default-grouped") == pinned("embed-lr") == pinned("static-ft-wise") == "embed.epochs=5"
+    assert pinned("gold-only") == "embed.epochs=0" and ROWS["corpus20k"]["embed.epochs"] == 2
+    assert pinned("embed-e3") == "embed.epochs=3"

@@ -5,13 +5,15 @@ Splits are by group, so the variants of one base sentence never straddle train a
 every 7th group (offset 3) goes to dev, every 7th (offset 5) to test, the rest to train.
 Plain sentences (parts/plain-*.txt, one a line) are kept once each (compared case-, punctuation- and
 spacing-insensitively), and one that is also a sentence of pairs.tsv is left out: a dev or test sentence is
-never plain text to learn, and a training one is learned from the pairs already.
+never plain text to learn, and a training one is learned from the pairs already. So is one that shares NEAR or more
+of its words (word sets' Jaccard) with a dev or test sentence: a near copy of an evaluation sentence.
 """
 import csv
 import re
 from pathlib import Path
 
 here = Path(__file__).parent
+NEAR = 0.8
 rows = []
 for part in sorted((here / "parts").glob("*.tsv")):
     with part.open(encoding="utf-8") as f:
@@ -30,16 +32,25 @@ def key(s: str) -> str:
 
 
 in_pairs = {key(r[c]) for r in rows for c in ("sentence1", "sentence2")}
+held_out = [set(key(r[c]).split()) for r in rows if split_of[r["group"]] != "train" for c in ("sentence1", "sentence2")]
+
+
+def near_eval(k: str) -> bool:
+    words = set(k.split())
+    return any(len(words & h) >= NEAR * len(words | h) for h in held_out)
+
+
 seen: set[str] = set()
-plain, left_out = [], {"in_pairs": 0, "repeated": 0}
+plain, left_out = [], {"in_pairs": 0, "near_eval": 0, "repeated": 0}
 for part in sorted((here / "parts").glob("plain-*.txt")):
     for line in part.read_text(encoding="utf-8").splitlines():
         s = " ".join(line.split())
         if not s:
             continue
         k = key(s)
-        if k in in_pairs or k in seen:
-            left_out["in_pairs" if k in in_pairs else "repeated"] += 1
+        why = "in_pairs" if k in in_pairs else "repeated" if k in seen else "near_eval" if near_eval(k) else None
+        if why:
+            left_out[why] += 1
             continue
         seen.add(k)
         plain.append(s)
