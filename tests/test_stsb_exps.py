@@ -46,15 +46,18 @@ def test_the_corpus_row_needs_its_file_and_passes_its_absolute_path(tmp_path):
 
 
 def test_rows_measured_before_the_embedding_rate_changed_pin_the_old_one_and_todays_default_spells_the_new():
-    def pinned(row: str) -> str:
-        return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith("embed.lr="))
+    pinned = lambda row: _setting(row, "embed.lr")  # noqa: E731
     assert pinned("default-grouped") == pinned("gold-only") == "embed.lr=2e-4"
     assert pinned("embed-lr") == "embed.lr=5e-4"
 
 
 def test_rows_measured_before_the_embedding_epochs_changed_pin_five_and_keep_their_own():
-    def pinned(row: str) -> str:
-        return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith("embed.epochs="))
+    pinned = lambda row: _setting(row, "embed.epochs")  # noqa: E731
     assert pinned("default-grouped") == pinned("embed-lr") == pinned("static-ft-wise") == "embed.epochs=5"
     assert pinned("gold-only") == "embed.epochs=0" and ROWS["corpus20k"]["embed.epochs"] == 2
     assert pinned("embed-e3") == "embed.epochs=3"
+
+
+def _setting(row: str, key: str) -> str:
+    """The `-S key=value` ``row`` passes at seed 42."""
+    return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith(f"{key}="))
