@@ -135,7 +135,7 @@ DEFAULTS = {
         'embed_lr': 0.005,
     },
     'embed': {
-        'epochs': 3,
+        'epochs': 2,
         'teacher': 'auto',
         'corpus': 'auto',
         'max_corpus': None,
@@ -145,7 +145,7 @@ DEFAULTS = {
         'projection': 'auto',
         'batch_size': 64,
         'group_by_length': 'auto',
-        'lr': 0.0005,
+        'lr': 0.001,
         'warmup': 0.1,
         'max_length': 128,
         'evals_per_epoch': 1,

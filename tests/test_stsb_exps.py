@@ -48,14 +48,15 @@ def test_the_corpus_row_needs_its_file_and_passes_its_absolute_path(tmp_path):
 def test_rows_measured_before_the_embedding_rate_changed_pin_the_old_one_and_todays_default_spells_the_new():
     pinned = lambda row: _setting(row, "embed.lr")  # noqa: E731
     assert pinned("default-grouped") == pinned("gold-only") == "embed.lr=2e-4"
-    assert pinned("embed-lr") == "embed.lr=5e-4"
+    assert pinned("embed-lr") == pinned("embed-e3") == "embed.lr=5e-4" and ROWS["corpus20k"]["embed.lr"] == "5e-4"
+    assert pinned("embed-e2") == "embed.lr=1e-3"
 
 
 def test_rows_measured_before_the_embedding_epochs_changed_pin_five_and_keep_their_own():
     pinned = lambda row: _setting(row, "embed.epochs")  # noqa: E731
     assert pinned("default-grouped") == pinned("embed-lr") == pinned("static-ft-wise") == "embed.epochs=5"
     assert pinned("gold-only") == "embed.epochs=0" and ROWS["corpus20k"]["embed.epochs"] == 2
-    assert pinned("embed-e3") == "embed.epochs=3"
+    assert pinned("embed-e3") == "embed.epochs=3" and pinned("embed-e2") == "embed.epochs=2"
 
 
 def _setting(row: str, key: str) -> str:
