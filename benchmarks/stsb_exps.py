@@ -7,7 +7,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
     python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
     python benchmarks/stsb_exps.py run --rows default-grouped --seeds 42  # one at a time (dvc exp run --temp)
     python benchmarks/stsb_exps.py run --rows embed-e2 --seeds 42,43,44  # the data settings only, today's default
-    python benchmarks/stsb_exps.py run --rows corpus20k --seeds 42,43 --corpus /tmp/corpus.txt  # 20,000 of it
+    python benchmarks/stsb_exps.py run --rows corpus20k --seeds 42,43,44 --corpus /tmp/corpus.txt  # 20,000 of it
     python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
     python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
     python benchmarks/stsb_exps.py run --rows static-default,static-soup --seeds 42,43,44  # the default teacher choice
@@ -79,6 +79,13 @@ ROWS: dict[str, dict[str, object]] = {
     # default since: WiSE-FT), after the soup
     "static-ft-wise": {"student.kind": "static", "static.finetune": 4, "student.seeds": 3, "student.soup": "true"},
 }
+
+
+def pin_before(rows: dict[str, dict[str, object]], old: dict[str, object]) -> dict[str, dict[str, object]]:
+    """Every row so far, ``old`` added where the row does not set the key itself: a default changed after they ran."""
+    return {name: {**old, **row} for name, row in rows.items()}
+
+
 # every row above was measured with random batches, before the embedding step (embed.group_by_length) and then the
 # pair steps (teacher.group_by_length, student.group_by_length) cut batches of similar length: they pin them off, as
 # they ran. default-grouped: the data settings only since (what a user gets)
@@ -86,7 +93,7 @@ RANDOM_BATCHES = {"embed.group_by_length": "false", "teacher.group_by_length": "
                   "student.group_by_length": "false"}
 # every row above and default-grouped ran the embedding step at lr 2e-4 (embed.lr, 5e-4 since): they pin it, as they ran
 EMBED_LR_BEFORE = {"embed.lr": "2e-4"}
-ROWS = {name: {**RANDOM_BATCHES, **EMBED_LR_BEFORE, **row} for name, row in ROWS.items()}
+ROWS = pin_before(ROWS, {**RANDOM_BATCHES, **EMBED_LR_BEFORE})
 ROWS["default-grouped"] = EMBED_LR_BEFORE
 # the data settings only since (what a user gets), the new rate spelled out
 ROWS["embed-lr"] = {"embed.lr": "5e-4"}
@@ -96,12 +103,12 @@ ROWS["corpus20k"] = {"embed.corpus": CORPUS, "embed.max_corpus": 20000, "embed.e
                      "evaluate.extra": "[{name: demo, data: {dataset: demo}}]"}
 # every row above without its own embed.epochs ran the embedding step for 5 epochs (3 since): they pin it, as they ran
 EMBED_EPOCHS_BEFORE = {"embed.epochs": 5}
-ROWS = {name: {**EMBED_EPOCHS_BEFORE, **row} for name, row in ROWS.items()}
+ROWS = pin_before(ROWS, EMBED_EPOCHS_BEFORE)
 # the data settings only since (what a user gets), the 3 epochs spelled out
 ROWS["embed-e3"] = {"embed.epochs": 3}
 # every row above without its own embed.lr ran the embedding step at 5e-4 (1e-3 since, in 2 epochs): they pin it
 EMBED_LR_5E4 = {"embed.lr": "5e-4"}
-ROWS = {name: {**EMBED_LR_5E4, **row} for name, row in ROWS.items()}
+ROWS = pin_before(ROWS, EMBED_LR_5E4)
 # the data settings only since (what a user gets), the 2 epochs at lr 1e-3 spelled out
 ROWS["embed-e2"] = {"embed.epochs": 2, "embed.lr": "1e-3"}
 # The columns read back: eval.json keys (dotted) -> the table's header.
