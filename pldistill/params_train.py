@@ -6,7 +6,7 @@ pldistill.config assembles them all into one Params."""
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -240,9 +240,17 @@ class StaticParams(_Section):
     _known_model = field_validator("model")(lambda v: v if v == "auto" else _model_spec(v))
 
 
+def _distinct(v: tuple[str, ...], allowed: tuple[str, ...], what: str, empty: bool) -> tuple[str, ...]:
+    if any(x not in allowed for x in v) or len(set(v)) < len(v) or not (v or empty):
+        raise ValueError(f"expected {'' if empty else 'one or more '}distinct {what} among {', '.join(allowed)}; "
+                         f"found {list(v)}")
+    return v
+
+
 EMBED_LOSSES = ("mse", "sim", "mse+sim")
 PROJECTIONS = ("auto", "pca", "none")
 EMBED_SOURCES = ("train", "given", "paraphrases")
+EMBED_VARIANT_OPS = ("drop", "crop", "splice", "swap")  # pldistill.variants.OPS
 
 
 class EmbedParams(StepParams):
@@ -255,6 +263,10 @@ class EmbedParams(StepParams):
     corpus: str | None  # more plain sentences: auto (the dataset's own: the demo's) | a .txt | a `sentence` table
     max_corpus: int | None = Field(ge=1)  # at most this many corpus sentences (drawn with the seed)
     sources: tuple[str, ...]  # the task's sentences it learns: train pairs, given pairs, paraphrases
+    # variants of each sentence learned beside it (pldistill.variants); 0: none; auto: pldistill.variants.AUTO of
+    # them for a step of fewer than AUTO_BELOW sentences, none above
+    variants: Annotated[int, Field(ge=0)] | Literal["auto"]
+    variant_ops: tuple[str, ...]  # how a variant is made, one drawn per variant: drop | crop | splice | swap
     loss: str  # mse: to the teacher's (projected) embedding | sim: in-batch cosine matrices | mse+sim
     sim_weight: float = Field(ge=0)  # the sim term's weight in mse+sim
     projection: str  # auto: none for equal widths, else pca | pca: onto the student's width | none
@@ -271,13 +283,8 @@ class EmbedParams(StepParams):
         """Whether the embedding step's batches are grouped by length (``group_by_length`` resolved)."""
         return self.loss == "mse" if self.group_by_length == "auto" else self.group_by_length
 
-    @field_validator("sources")
-    @classmethod
-    def _known_sources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [s for s in v if s not in EMBED_SOURCES]
-        if bad or len(set(v)) < len(v):
-            raise ValueError(f"expected distinct sources among {', '.join(EMBED_SOURCES)}; found {list(v)}")
-        return v
+    _known_sources = field_validator("sources")(lambda v: _distinct(v, EMBED_SOURCES, "sources", empty=True))
+    _known_ops = field_validator("variant_ops")(lambda v: _distinct(v, EMBED_VARIANT_OPS, "ops", empty=False))
 
     @field_validator("corpus")
     @classmethod

@@ -1,5 +1,6 @@
 """The sentences stage embed learns (and a static student's token weights are counted on): the task's, the given
-pairs', the paraphrases' and an optional corpus's, every dev and test sentence held out. Data only: no model, so
+pairs', the paraphrases' and an optional corpus's, every dev and test sentence held out, and variants of them
+(pldistill.variants). Data only: no model, so
 stage cut reads them without the training code."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pldistill.cleaning import distinct, normalise, sentence_key
 from pldistill.config import EmbedParams
 from pldistill.errors import DataError
 from pldistill.reading import read_sentences
+from pldistill.variants import per_sentence, variants
 
 
 class EmbedError(DataError):
@@ -26,7 +28,7 @@ def read_corpus(path: Path) -> list[str]:
 
 
 def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
-           rng: np.random.Generator) -> tuple[list[str], dict]:
+           rng: np.random.Generator, with_variants: bool = True) -> tuple[list[str], dict]:
     """The sentences the student learns, in a fixed order, and how many each source gave.
 
     Sentences are compared as cleaning.sentence_key compares them (case, spacing, Unicode form aside): one seen
@@ -50,7 +52,8 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
         parts["paraphrases"] = [*df["sentence"], *df["paraphrase"]]
     seen: dict[str, str] = {}  # sentence_key -> the first spelling seen
     counts = {"held_out_eval": 0}
-    for name, texts in parts.items():
+
+    def add(name: str, texts: list[str]) -> None:
         before = len(seen)
         for t in texts:
             k = sentence_key(t)
@@ -59,7 +62,15 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
             else:
                 seen.setdefault(k, t)
         counts[name] = len(seen) - before  # new distinct sentences this source added
+
+    for name, texts in parts.items():
+        add(name, texts)
     if not seen:
         raise EmbedError(f"embed: no sentence to learn (sources {list(params.sources)}, corpus {params.corpus}); "
                          f"add a source or set embed.corpus")
+    k = per_sentence(params.variants, len(seen)) if with_variants else 0
+    if k:  # last: the sentences above keep their places (and stored embeddings) whatever it makes
+        made, by_op = variants(list(seen.values()), k, params.variant_ops, rng)
+        add("variants", made)
+        counts["variants_by_op"] = by_op  # made, before copies and evaluation sentences were left out
     return list(seen.values()), counts

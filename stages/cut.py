@@ -58,9 +58,10 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> d
     else:
         teacher = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code)
     sentences: list[str] = []
-    if st.weights == "counts" or st.words:  # the sentences stage embed learns, drawn as it draws them (its corpus too)
+    if st.weights == "counts" or st.words:  # the sentences stage embed learns, drawn as it draws them (its corpus too;
+        # not its variants: a dropped or swapped word would count as text the task has)
         sentences, _ = sentences_of(ep, clean, params.augment.unicode_form, params.augment.min_chars,
-                                        seed_all(params.seed)[0])
+                                    seed_all(params.seed)[0], with_variants=False)
     model, facts = static.distil(teacher.model, spec, st.dims, st.weights, st.sif, sentences, words=st.words)
     start = BiEncoder(model, "static start")
     facts["dev"] = cutting.dev_spearman(start, dev, params.evaluate.batch_size)

@@ -171,7 +171,7 @@ def test_a_second_seed_reuses_the_corpus_teacher_embeddings(tmp_path, monkeypatc
     pair = lambda a, b: pd.DataFrame({"sentence1": a, "sentence2": b, "score": 0.5})  # noqa: E731
     for split in ("dev", "test"):
         schemas.write(clean / f"{split}.parquet", pair([f"{split} one"], [f"{split} two"]), schemas.PAIRS)
-    params = EmbedParams(epochs=1, corpus=str(corpus), sources=["train"])
+    params = EmbedParams(epochs=1, corpus=str(corpus), sources=["train"], variants=0)
     calls = []
     for seed in (42, 43):  # another seed: other training sentences
         schemas.write(clean / "train.parquet", pair([f"train {seed} a"], [f"train {seed} b"]), schemas.PAIRS)
@@ -192,8 +192,8 @@ def test_an_evaluation_sentence_in_another_case_or_spacing_is_held_out_and_copie
     corpus = tmp_path / "corpus.txt"  # case, spacing, a zero-width space, a decomposed accent
     corpus.write_text("a dog RUNS.\nthe  sun\u200b is out.\nCafe\u0301 noir.\nA new one.\nA NEW ONE.\n")
     schemas.write(clean / "train.parquet", pair(["a new one."], ["rain falls."]), schemas.PAIRS)
-    texts, counts = embedding.gather(EmbedParams(epochs=1, corpus=str(corpus), sources=["train"]), clean, "NFKC", 4,
-                                     np.random.default_rng(0))
+    params = EmbedParams(epochs=1, corpus=str(corpus), sources=["train"], variants=0)
+    texts, counts = embedding.gather(params, clean, "NFKC", 4, np.random.default_rng(0))
     assert texts == ["A new one."]  # the first spelling seen
     assert counts == {"held_out_eval": 4, "corpus": 1, "train": 0}
 
