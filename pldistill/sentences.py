@@ -1,7 +1,6 @@
 """The sentences stage embed learns (and a static student's token weights are counted on): the task's, the given
 pairs', the paraphrases' and an optional corpus's, every dev and test sentence held out, and variants of them
-(pldistill.variants). Data only: no model, so
-stage cut reads them without the training code."""
+(pldistill.variants). Data only: no model, so stage cut reads them without the training code."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ embeds a variant as it embeds any text, so each one is another example of the fu
 near the task's own sentences: more inputs, not more labels. Made with the run's seed, so reruns learn the same.
 
 Why: on the demo the embedding step is short of sentences (dev after it rose with each batch of plain sentences
-written: 91.67, 92.77, 93.24), and 3 variants a sentence took the student from 87.02 to 87.65 test where 4x the
-epochs, the same number of steps, gave 87.10 (docs/fast-student.md). Data only: no model, no torch."""
+written: 91.67, 92.77, 93.24), and 3 variants a sentence in one epoch took the student from 87.04 to 87.61 test on
+the mean of three seeds; without them, 2x and 4x the steps gave 87.07 and 87.10 on seed 42 (docs/fast-student.md).
+Data only: no model, no torch."""
 
 from __future__ import annotations
 
