@@ -60,9 +60,9 @@ def per_sentence(setting: int | str, sentences: int) -> int:
     return int(setting)
 
 
-def variants(sentences: Sequence[str], per_sentence: int, ops: Sequence[str],
+def variants(sentences: Sequence[str], k: int, ops: Sequence[str],
              rng: np.random.Generator) -> tuple[list[str], dict[str, int]]:
-    """``per_sentence`` variants of each sentence, each by one of ``ops`` drawn uniformly, in the sentences' order,
+    """``k`` variants of each sentence, each by one of ``ops`` drawn uniformly, in the sentences' order,
     and how many each op made. Words are split on whitespace and joined by one space; a sentence of fewer than
     MIN_WORDS words gets none. A variant may equal a sentence or another variant: the caller keeps one of each."""
     unknown = [o for o in ops if o not in OPS]
@@ -74,7 +74,7 @@ def variants(sentences: Sequence[str], per_sentence: int, ops: Sequence[str],
     for words in pool:
         if len(words) < MIN_WORDS:
             continue
-        for name in (ops[i] for i in rng.integers(len(ops), size=per_sentence)):
+        for name in (ops[i] for i in rng.integers(len(ops), size=k)):
             out.append(" ".join(OPS[name](words, rng, pool)))
             made[name] += 1
     return out, made
