@@ -59,6 +59,12 @@ def test_rows_measured_before_the_embedding_epochs_changed_pin_five_and_keep_the
     assert pinned("embed-e3") == "embed.epochs=3" and pinned("embed-e2") == "embed.epochs=2"
 
 
+def test_rows_measured_before_the_variants_pin_them_off_and_todays_default_spells_them():
+    pinned = lambda row: _setting(row, "embed.variants")  # noqa: E731
+    assert pinned("embed-e2") == pinned("default-wise") == pinned("corpus20k") == "embed.variants=0"
+    assert pinned("embed-v3") == "embed.variants=auto" and _setting("embed-v3", "embed.epochs") == "embed.epochs=1"
+
+
 def _setting(row: str, key: str) -> str:
     """The `-S key=value` ``row`` passes at seed 42."""
     return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith(f"{key}="))
