@@ -1,13 +1,20 @@
-"""Where models run: the device, and whether bf16 runs natively on it."""
+"""Where models run: the device, and whether bf16 runs natively on it, and pays."""
 
 from __future__ import annotations
 
 import functools
+import json
 import platform
 import re
+import time
 from pathlib import Path
 
 import torch
+
+from pldistill.io import atomic_path, default_root
+
+BF16_MARGIN = 1.2  # bf16 "auto" is on on a CPU only where a bf16 matmul runs at least this much faster than fp32's
+BF16_PROBE = (1024, 384, 1536)  # (rows, in, out) of the probe's matmul: a MiniLM feed-forward layer on 1024 tokens
 
 
 def device() -> str:
@@ -24,6 +31,59 @@ def native_bf16() -> bool:
     except OSError:
         return False
     return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", flags))
+
+
+def bf16_speedup(rounds: int = 5, calls: int = 4) -> float:
+    """fp32's time over bf16 autocast's for the probe's matmul on this CPU (best of ``rounds``, interleaved)."""
+    gen = torch.Generator().manual_seed(0)  # the probe's inputs only: no randomness reaches a model
+    rows, width, out = BF16_PROBE
+    x, w = torch.randn(rows, width, generator=gen), torch.randn(out, width, generator=gen)
+
+    def timed(bf16: bool) -> float:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                torch.nn.functional.linear(x, w)  # (rows, out); under autocast the weight is cast each call, as
+            return time.perf_counter() - t0      # in a model's forward
+    timed(False), timed(True)  # warm-up: the first calls pay for allocations and kernel selection
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(rounds):
+        for bf16 in best:
+            best[bf16] = min(best[bf16], timed(bf16))
+    return best[False] / best[True]
+
+
+@functools.cache
+def bf16_auto() -> bool:
+    """What bf16 "auto" means here: a GPU's bf16 support; on a CPU, native bf16 units *and* a bf16 matmul measured
+    ``BF16_MARGIN`` times faster than fp32's. The flags alone mislead: on an Intel Xeon with avx512_bf16 (no AMX)
+    torch 2.13's bf16 matmul ran at half fp32's speed, and encoding at 0.61x (docs/benchmarks.md).
+
+    The decision is kept in the project's store (pldistill.io.default_root), keyed by the CPU, torch and its
+    threads, so every stage of every run on this machine decides alike: a timing near the margin cannot flip
+    from one run to the next and change the artifacts."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    if not native_bf16():
+        return False
+    key = {"cpu": cpu_flags(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    file = default_root() / "bf16-auto.json"
+    try:
+        kept = json.loads(file.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    if kept.get("key") == key and isinstance(kept.get("on"), bool):
+        return kept["on"]
+    speedup = bf16_speedup()
+    on = speedup >= BF16_MARGIN
+    print(f"bf16 auto: {'on' if on else 'off'}: a bf16 matmul runs at {speedup:.2f}x fp32's speed on this CPU "
+          f"(on at >= {BF16_MARGIN}x); kept in {file}", flush=True)
+    try:
+        with atomic_path(file) as tmp:
+            tmp.write_text(json.dumps({"key": key, "on": on, "speedup": round(speedup, 3)}, indent=2) + "\n")
+    except OSError as err:  # a read-only store: decide again next time, and say so
+        print(f"bf16 auto: could not keep the decision in {file} ({err})", flush=True)
+    return on
 
 
 def cpu_flags() -> str:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from pldistill import losses, schemas, store
 from pldistill.config import EmbedParams
 from pldistill.io import ROW_GROUP, atomic_path
-from pldistill.models import BatchLoss, BiEncoder, Columns, columns
+from pldistill.models import BatchLoss, BiEncoder, Columns, bf16_on, columns
 from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
@@ -50,10 +50,11 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
     (``key``), the chunk's text and how it is encoded, so a rerun after a kill encodes only the rest."""
     root = (root or store.default_root()) / "embed"
     scale = np.float32(1 / np.sqrt(len(models)))
+    on = bf16_on(bf16)  # in the key as resolved: "auto" means fp32 on one machine and bf16 on another
     out: np.ndarray | None = None  # filled chunk by chunk: the matrix is held once, never beside its pieces
     for start in range(0, len(sentences), CHUNK):
         chunk = sentences[start : start + CHUNK]
-        file = root / f"{store.digest({'teacher': key, 'texts': chunk, 'batch': batch_size, 'bf16': bf16})}.npy"
+        file = root / f"{store.digest({'teacher': key, 'texts': chunk, 'batch': batch_size, 'bf16': on})}.npy"
         if file.is_file():
             emb = np.load(file, allow_pickle=False)
         else:

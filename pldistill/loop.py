@@ -25,7 +25,7 @@ from transformers import get_linear_schedule_with_warmup
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.batching import Arrange
 from pldistill.config import ConfigError, StepParams
-from pldistill.device import native_bf16
+from pldistill.device import bf16_auto
 from pldistill.trainable import BatchLoss, Columns, FitResult, Prefetch, out_of_patience
 
 M = TypeVar("M")  # whatever model object a training run belongs to
@@ -67,7 +67,7 @@ def precision(params: StepParams, desc: str) -> str:
     """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
     amp, cuda = params.amp, torch.cuda.is_available()
     if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
-        amp = "bf16" if native_bf16() else "fp16" if cuda and params.precision == "auto" else "fp32"
+        amp = "bf16" if bf16_auto() else "fp16" if cuda and params.precision == "auto" else "fp32"
     if amp == "fp16" and not cuda:
         raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
                           f"CUDA's) and none was found; set this section's precision to bf16 or fp32")

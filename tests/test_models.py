@@ -65,7 +65,7 @@ def test_cross_encoder_scores_and_round_trip(tiny_model_dir, tmp_path):
 
 
 def test_autocast_auto_follows_hardware(monkeypatch):
-    monkeypatch.setattr(models, "native_bf16", lambda: False)
+    monkeypatch.setattr(models, "bf16_auto", lambda: False)
     with models.autocast("auto"):
         assert not torch.is_autocast_enabled(models.device())
     with models.autocast(True):

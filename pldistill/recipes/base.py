@@ -34,11 +34,12 @@ def weights_digest(spec: str) -> str:
 
 
 def environment(packages: tuple[str, ...] = ()) -> dict:
-    """What else a stored step depends on: library versions (``packages`` beyond the usual), device, bf16 units."""
+    """What else a stored step depends on: library versions (``packages`` beyond the usual), device, bf16's
+    decision (pldistill.device.bf16_auto)."""
     names = ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy", *packages)
     return {"versions": {p: version(p) for p in names},
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-            "bf16": models_mod.native_bf16()}
+            "bf16": models_mod.bf16_auto()}
 
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot

@@ -1,0 +1,65 @@
+"""pldistill.device: bf16 "auto" is on only where bf16 runs natively and measures faster, and decides alike in
+every stage on one machine."""
+
+import json
+
+import pytest
+
+from pldistill import device
+
+
+@pytest.fixture
+def cpu_with_bf16_units(monkeypatch, tmp_path):
+    """A CPU whose flags claim native bf16, a fresh store, and a counted probe of the speedup given."""
+    monkeypatch.setenv("PLDISTILL_STORE", str(tmp_path))
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(device, "native_bf16", lambda: True)
+    calls = []
+
+    def probe(speedup):
+        monkeypatch.setattr(device, "bf16_speedup", lambda: calls.append(speedup) or speedup)
+        device.bf16_auto.cache_clear()
+
+    yield probe, calls, tmp_path / "bf16-auto.json"
+    device.bf16_auto.cache_clear()
+
+
+def test_bf16_units_that_measure_slower_stay_off_and_the_decision_is_kept(cpu_with_bf16_units, capsys):
+    probe, calls, kept = cpu_with_bf16_units
+    probe(0.5)  # the Intel Xeon with avx512_bf16 and no AMX: bf16 at half fp32's speed
+    assert device.bf16_auto() is False
+    assert "bf16 auto: off" in capsys.readouterr().out
+    assert json.loads(kept.read_text())["on"] is False
+    probe(3.0)  # a later stage on the same machine times it faster: the kept decision stands, unprobed
+    assert device.bf16_auto() is False
+    assert calls == [0.5]
+
+
+@pytest.mark.parametrize(("speedup", "on"), [(1.19, False), (device.BF16_MARGIN, True), (2.4, True)])
+def test_bf16_auto_needs_the_margin(cpu_with_bf16_units, speedup, on):
+    probe, _, _ = cpu_with_bf16_units
+    probe(speedup)
+    assert device.bf16_auto() is on
+
+
+def test_a_decision_for_another_machine_or_torch_is_not_reused(cpu_with_bf16_units):
+    probe, calls, kept = cpu_with_bf16_units
+    kept.write_text(json.dumps({"key": {"cpu": "another", "torch": "0", "threads": 1}, "on": True}))
+    probe(0.5)
+    assert device.bf16_auto() is False and calls == [0.5]
+    assert json.loads(kept.read_text())["key"]["cpu"] == device.cpu_flags()
+
+
+def test_no_bf16_units_means_off_without_a_probe(monkeypatch):
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(device, "native_bf16", lambda: False)
+    monkeypatch.setattr(device, "bf16_speedup", lambda: pytest.fail("probed a CPU without bf16 units"))
+    device.bf16_auto.cache_clear()
+    try:
+        assert device.bf16_auto() is False
+    finally:
+        device.bf16_auto.cache_clear()
+
+
+def test_the_probe_times_a_real_matmul():
+    assert device.bf16_speedup(rounds=1, calls=1) > 0
