@@ -148,7 +148,8 @@ def flat(d: dict, prefix: str = "") -> dict[str, object]:
 
 
 def experiments(shown: list[dict]) -> dict[str, dict[str, object]]:
-    """Experiment name -> its flattened metrics/eval.json and teacher test score, from `dvc exp show --json`."""
+    """Experiment name -> its flattened metrics/eval.json and teacher test score, from `dvc exp show --json`
+    (baseline commits newest first: where a name ran on several, the newest commit's run is the one kept)."""
     found: dict[str, dict[str, object]] = {}
 
     def visit(node: dict) -> None:
@@ -158,7 +159,7 @@ def experiments(shown: list[dict]) -> dict[str, dict[str, object]]:
             row = flat(metrics)
             teacher = next((k for k in ("cross", "teacher", "ensemble") if f"{k}.test.spearman" in row), None)
             row["teacher"] = row.get(f"{teacher}.test.spearman") if teacher else None
-            found[node["name"]] = row
+            found.setdefault(node["name"], row)  # the newest baseline's first: a row rerun on later code replaces it
         for child in node.get("experiments") or []:
             if child.get("executor"):  # queued or running: its data are still the baseline's
                 continue

@@ -69,3 +69,10 @@ def test_rows_measured_before_the_variants_pin_them_off_and_todays_default_spell
 def _setting(row: str, key: str) -> str:
     """The `-S key=value` ``row`` passes at seed 42."""
     return next(arg for arg in settings(row, 42, Path("x.tar.gz")) if arg.startswith(f"{key}="))
+
+
+def test_a_row_rerun_on_a_later_commit_replaces_the_earlier_run():
+    # dvc exp show --json --all-commits lists baseline commits newest first
+    shown = [{"rev": "new", "name": "main", "data": {}, "experiments": [{"revs": [_exp("default-s42", 83.4, 2.6)]}]},
+             {"rev": "old", "name": None, "data": {}, "experiments": [{"revs": [_exp("default-s42", 82.0, 2.5)]}]}]
+    assert experiments(shown)["default-s42"]["bi.test.spearman"] == 83.4
