@@ -63,3 +63,30 @@ def test_no_bf16_units_means_off_without_a_probe(monkeypatch):
 
 def test_the_probe_times_a_real_matmul():
     assert device.bf16_speedup(rounds=1, calls=1) > 0
+
+
+def test_the_benchmark_runs_on_a_tiny_model_and_reads_either_kind_of_file(tiny_model_dir, tmp_path, monkeypatch,
+                                                                          capsys):
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bf16_auto  # benchmarks/ is a folder of scripts, not a package
+
+    pd.DataFrame({"sentence": ["a cat sits", "two dogs run", "a cat sits"]}).to_parquet(tmp_path / "emb.parquet")
+    pd.DataFrame({"sentence1": ["x y", "p q"], "sentence2": ["x z", "x y"], "score": [1.0, 2.0]}).to_parquet(
+        tmp_path / "pairs.parquet")
+    assert bf16_auto.sentences(tmp_path / "emb.parquet", 10) == ["a cat sits", "two dogs run"]
+    assert bf16_auto.sentences(tmp_path / "pairs.parquet", 10) == ["x y", "p q", "x z"]
+    pd.DataFrame({"text": ["a"]}).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(SystemExit, match="bad.parquet: expected a column sentence"):
+        bf16_auto.sentences(tmp_path / "bad.parquet", 10)
+    monkeypatch.setattr(sys, "argv", ["bf16_auto.py", "--sentences", str(tmp_path / "emb.parquet"), "--model",
+                                      str(tiny_model_dir), "--rounds", "1", "--batch-size", "2"])
+    monkeypatch.setattr(bf16_auto, "bf16_speedup", lambda: 0.5)
+    bf16_auto.main()
+    out = capsys.readouterr().out
+    assert "probe: bf16 matmul at 0.50x" in out and '"bf16_speedup_encode"' in out
