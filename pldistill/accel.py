@@ -350,7 +350,7 @@ def choose(requested: str, st_model: torch.nn.Module, probe: Probe,
     """
     if requested not in BACKENDS:
         raise BackendError(f"backend: expected one of {', '.join(BACKENDS)}; found {requested!r}")
-    on = bf16_native if bf16 == "auto" else bool(bf16)  # torch's bf16 autocast, as models.autocast resolves it
+    on = bf16_native if bf16 == "auto" else bool(bf16)  # by the flags (device.bf16_auto also times a CPU)
     if requested == "torch":
         return Choice("torch", on, None, 0, "as asked"), None
     if requested in BF16_BACKENDS and not bf16_native:  # emulated bf16 is slower than fp32: never worth it

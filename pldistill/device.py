@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import platform
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -58,7 +60,7 @@ def bf16_speedup(rounds: int = 5, calls: int = 4) -> float:
 def bf16_auto() -> bool:
     """What bf16 "auto" means here: a GPU's bf16 support; on a CPU, native bf16 units *and* a bf16 matmul measured
     ``BF16_MARGIN`` times faster than fp32's. The flags alone mislead: on an Intel Xeon with avx512_bf16 (no AMX)
-    torch 2.13's bf16 matmul ran at half fp32's speed, and encoding at 0.61x (docs/benchmarks.md).
+    torch 2.13's bf16 matmul ran at about half fp32's speed, and encoding at 0.62x (docs/benchmarks.md).
 
     The decision is kept in the project's store (pldistill.io.default_root), keyed by the CPU, torch and its
     threads, so every stage of every run on this machine decides alike: a timing near the margin cannot flip
@@ -110,3 +112,16 @@ def peak_rss_mb() -> float | None:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)  # kB
     return None
+
+
+def bf16_on(bf16: bool | str) -> bool:
+    """Whether a bf16 switch turns autocast on here ("auto": ``bf16_auto``; emulated bf16 is 2.8x slower than fp32
+    on an AVX512 CPU)."""
+    return bf16_auto() if bf16 == "auto" else bool(bf16)
+
+
+@contextlib.contextmanager
+def autocast(bf16: bool | str) -> Iterator[None]:
+    """bf16 autocast, on as ``bf16_on`` resolves the switch."""
+    with torch.autocast(device_type=device(), dtype=torch.bfloat16, enabled=bf16_on(bf16)):
+        yield

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover (5.x)
 
 from pldistill import accel, ahead, bundled, losses
 from pldistill.batching import length_sorted_batches, token_counts
-from pldistill.device import bf16_auto, device, native_bf16
+from pldistill.device import autocast, device, native_bf16
 from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
 from pldistill.numeric import sigmoid
@@ -124,20 +124,6 @@ def at_length(model: BiEncoder | CrossModel, max_length: int) -> Iterator[None]:
         yield
     finally:
         model.max_length = before
-
-
-def bf16_on(bf16: bool | str) -> bool:
-    """Whether a bf16 switch turns autocast on here ("auto": only where bf16 runs natively and measurably faster,
-    pldistill.device.bf16_auto; emulated, it is 2.8x slower than fp32 on an AVX512 CPU)."""
-    return bf16_auto() if bf16 == "auto" else bool(bf16)
-
-
-@contextlib.contextmanager
-def autocast(bf16: bool | str) -> Iterator[None]:
-    """bf16 autocast, on as ``bf16_on`` resolves the switch."""
-    enabled = bf16_on(bf16)
-    with torch.autocast(device_type=device(), dtype=torch.bfloat16, enabled=enabled):
-        yield
 
 
 def _batched_inference(

@@ -99,7 +99,8 @@ class Marian:
         from transformers import AutoTokenizer, MarianMTModel
 
         from pldistill.batching import length_sorted_batches
-        from pldistill.models import autocast, device, resolve
+        from pldistill.device import autocast, device
+        from pldistill.models import resolve
 
         path = resolve(spec)
         try:

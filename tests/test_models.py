@@ -3,7 +3,7 @@ import pytest
 import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
-from pldistill import models
+from pldistill import device, models
 from pldistill.batching import length_sorted_batches
 from pldistill.models import BiEncoder, CrossModel, ModelError, resolve
 
@@ -65,7 +65,7 @@ def test_cross_encoder_scores_and_round_trip(tiny_model_dir, tmp_path):
 
 
 def test_autocast_auto_follows_hardware(monkeypatch):
-    monkeypatch.setattr(models, "bf16_auto", lambda: False)
+    monkeypatch.setattr(device, "bf16_auto", lambda: False)
     with models.autocast("auto"):
         assert not torch.is_autocast_enabled(models.device())
     with models.autocast(True):

@@ -17,6 +17,7 @@ import torch
 from pldistill import labelling, teachers
 from pldistill import models as models_mod
 from pldistill.config import Params, TrainParams
+from pldistill.device import bf16_auto
 from pldistill.io import SKIPPED_NOTE, atomic_dir, sha256_file, write_card, write_csv_rows, write_note_dir
 from pldistill.loop import FitResult
 from pldistill.models import BiEncoder, PairModel
@@ -39,7 +40,7 @@ def environment(packages: tuple[str, ...] = ()) -> dict:
     names = ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy", *packages)
     return {"versions": {p: version(p) for p in names},
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-            "bf16": models_mod.bf16_auto()}
+            "bf16": bf16_auto()}
 
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
