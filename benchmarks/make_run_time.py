@@ -82,6 +82,8 @@ def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Pa
             if STAGE.search(line) or "gold-only baseline" in line:
                 print(f"  {lines[-1][0]:6.1f} s  {line.strip()}", flush=True)
     total = time.monotonic() - start
+    if proc.returncode:
+        print("".join(line for _, line in lines[-40:]), end="")  # the failure's own words
     return total, stage_seconds(lines, total), proc.returncode
 
 
@@ -117,10 +119,15 @@ def main() -> None:
     modes = args.modes.split(",")
     if unknown := set(modes) - set(MODES):
         raise SystemExit(f"--modes: unknown {', '.join(sorted(unknown))}; expected native and/or avx2")
+    if bad := [x for x in args.settings if "=" not in x]:
+        raise SystemExit(f"--set {bad[0]!r}: expected KEY=VALUE, e.g. embed.variants=1")
     if not (args.venv / ".installed").is_file():
         raise SystemExit(f"{args.venv}: no environment made there (no .installed); run `make env` first")
-    rev = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=ROOT, check=True, capture_output=True,
-                         text=True).stdout.strip()
+    found = subprocess.run(["git", "rev-parse", "--short", "--verify", f"{args.rev}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)
+    if found.returncode:
+        raise SystemExit(f"--rev {args.rev}: not a commit of {ROOT} ({found.stderr.strip()})")
+    rev = found.stdout.strip()
     print(f"cpu: {cpu_flags()}; {os.cpu_count()} cores; commit {rev}; settings {args.settings or 'none'}")
     results = {}
     for mode in modes:
@@ -129,7 +136,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="make-run-") as work:
             results[mode] = run(rev, args.venv.resolve(), MODES[mode], args.settings, Path(work))
         if results[mode][2]:
-            raise SystemExit(f"{mode}: make run failed (exit {results[mode][2]}); its output is above")
+            raise SystemExit(f"{mode}: make run failed (exit {results[mode][2]}); the end of its output is above")
     print(table(results))
 
 
