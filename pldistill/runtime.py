@@ -1,6 +1,7 @@
 """What every stage does the same way: the command line, params loaded by the stage's own loader (validated whole
 by pldistill.validate, or the sections a data stage reads), clear errors instead of tracebacks. The top of the
-import graph: nothing of ours imports it but the stages.
+import graph: nothing of ours imports it but the stages (and pldistill.warm, which names the process a stage it
+runs watches).
 
 A stage also stops cleanly: Ctrl-C (SIGINT), SIGTERM, or the process that started it (`dvc repro`) gone end
 it with one line saying what was kept for `dvc repro` to resume from, and exit code 128 + the signal (130 for
@@ -17,6 +18,7 @@ import fcntl
 import inspect
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -29,6 +31,32 @@ from pldistill.io import default_root
 
 LOCK_FILE = "stage.lock"  # under the store root: $DVC_ROOT/.pldistill-store
 PARENT_POLL = 1.0  # seconds between checks that the process that started the stage is still there
+
+
+_WATCHED: list[int] = []  # pldistill.warm's served stage: the waiting process dvc started, not the server
+
+
+def watch_parent(pid: int) -> None:
+    """Have a stage stop when process ``pid`` is gone, not when this process's parent is: pldistill.warm runs a
+    stage in a fork of its server for a process that dvc started and that waits for it."""
+    _WATCHED[:] = [pid]
+
+
+def _gone(pid: int) -> Callable[[], bool]:
+    """A check that process ``pid`` has ended (a pidfd where Linux has them: no pid reuse)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            return False
+        return gone
+    return lambda: bool(select.select([fd], [], [], 0)[0])
 
 
 class StageBusy(RuntimeError):
@@ -105,6 +133,11 @@ def stop_cleanly() -> Iterator[threading.Event]:
     event it yields, so a stage whose `dvc repro` was killed does not train on, unseen."""
     orphaned, done = threading.Event(), threading.Event()
     parent = os.getppid()
+    if _WATCHED:
+        parent_gone = _gone(_WATCHED[0])
+    else:
+        def parent_gone() -> bool:
+            return os.getppid() != parent
 
     def terminate(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time: cleanup is not interrupted again
@@ -112,13 +145,13 @@ def stop_cleanly() -> Iterator[threading.Event]:
 
     def watch() -> None:
         while not done.wait(PARENT_POLL):
-            if os.getppid() != parent:
+            if parent_gone():
                 orphaned.set()
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
 
     before = signal.signal(signal.SIGTERM, terminate)
-    if parent > 1:  # 1: started by init or a container's entry point, which never goes away
+    if parent > 1 or _WATCHED:  # 1: started by init or a container's entry point, which never goes away
         threading.Thread(target=watch, name="parent-watch", daemon=True).start()
     try:
         yield orphaned

@@ -2,7 +2,9 @@
 
 Importing this package comes first when a stage runs (`python -m stages.<name>`, or pldistill.launch), so it
 checks, before any import that would fail with a traceback, that this Python has the project's packages:
-`.venv/bin/dvc repro` without the environment activated runs the stages with the system's `python`."""
+`.venv/bin/dvc repro` without the environment activated runs the stages with the system's `python`. Under
+`python -m pldistill.warm dvc repro` (`make run`) it then hands the command to the warm interpreter, which runs
+it with torch and the rest already imported, and exits with its code (pldistill.warm)."""
 
 from __future__ import annotations
 
@@ -42,3 +44,7 @@ def _interrupted_while_starting(kind: type[BaseException], err: BaseException, t
 
 require_environment()
 sys.excepthook = _interrupted_while_starting
+
+from pldistill.handover import hand_over  # noqa: E402 -- after the check: it imports the standard library alone
+
+hand_over()

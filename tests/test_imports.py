@@ -31,7 +31,8 @@ def test_config_runs_no_registry_and_nothing_above_it():
 
 def test_only_the_stages_run_the_stage_command_line():
     users = {m for m, deps in GRAPH.items() if "pldistill.runtime" in deps}
-    assert all(m.startswith("stages.") for m in users), users
+    # pldistill.warm too, a command line of its own: it tells a stage it serves which process to watch
+    assert all(m.startswith("stages.") for m in users - {"pldistill.warm"}), users
 
 
 def test_the_cycle_finder_finds_one():

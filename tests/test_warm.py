@@ -1,0 +1,110 @@
+"""pldistill.warm: the stages of one run served by a warm interpreter, as their own processes would run them.
+
+The end-to-end tests run a project of their own (a ``stages`` package whose module reports what it sees) under
+``python -m pldistill.warm``, with ``wave`` as the only preloaded module: a stage served by the server finds it
+imported, one that runs in its own process does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pldistill import runtime
+from pldistill.warm import decline_reason, differences
+from tests.conftest import ROOT
+
+PROBE = '''
+import json, os, sys, time
+if sys.argv[1:2] == ["sleep"]:
+    print("sleeping", flush=True)
+    time.sleep(60)
+line = sys.stdin.readline().strip()
+print(json.dumps({"preloaded": "wave" in sys.modules, "argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": line,
+                  "foo": os.environ.get("FOO"), "socket": "PLDISTILL_WARM" in os.environ,
+                  "orig": sys.orig_argv[1:3]}))
+sys.exit(int(sys.argv[1]))
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    pkg = tmp_path / "stages"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pldistill.handover import hand_over\nhand_over()\n")
+    (pkg / "probe.py").write_text(PROBE)
+    return tmp_path
+
+
+def warm(project: Path, *command: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PLDISTILL_WARM", None)
+    return subprocess.Popen([sys.executable, "-m", "pldistill.warm", "--preload", "wave", *command], cwd=project,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kwargs)
+
+
+def test_a_stage_is_served_with_its_arguments_streams_directory_and_exit_code(project):
+    proc = warm(project, sys.executable, "-m", "stages.probe", "7", "--x")
+    out, err = proc.communicate("hello\n", timeout=60)
+    seen = json.loads(out)
+    assert proc.returncode == 7, err
+    assert seen == {"preloaded": True, "argv": ["7", "--x"], "cwd": str(project), "stdin": "hello", "foo": None,
+                    "socket": False, "orig": ["-m", "stages.probe"]}  # the socket's variable is not passed on
+    assert "warm interpreter" not in err
+
+
+def test_a_stage_whose_environment_differs_starts_its_own_and_says_why(project):
+    proc = warm(project, "env", "FOO=1", sys.executable, "-m", "stages.probe", "0")
+    out, err = proc.communicate("x\n", timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["preloaded"] is False and json.loads(out)["foo"] == "1"
+    assert "its environment differs from the server's in FOO; the stage starts its own" in err
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s child processes but the server (its command line has --serve)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    kids = [int(p) for p in path.read_text().split()] if path.exists() else []
+    return [k for k in kids if b"--serve" not in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the waiting process through /proc")
+def test_sigterm_to_the_stages_own_process_reaches_the_served_stage(project):
+    proc = warm(project, sys.executable, "-m", "stages.probe", "sleep")
+    assert proc.stdout.readline().strip() == "sleeping"
+    (waiting,) = _children(proc.pid)  # the process `python -m pldistill.warm` started: the stage's own
+    os.kill(waiting, signal.SIGTERM)
+    start = time.monotonic()
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert time.monotonic() - start < 20  # not the probe's 60 s sleep
+
+
+def test_the_server_declines_other_pythons_commands_and_environments():
+    env = {"PATH": "/bin", "HOME": "/root"}
+    ok = {"executable": sys.executable, "argv": ["stages.cut", "--clean", "x"], "env": dict(env)}
+    assert decline_reason(ok, env) is None
+    assert "the stage runs /usr/bin/python9" in decline_reason({**ok, "executable": "/usr/bin/python9"}, env)
+    assert "not a stage's command" in decline_reason({**ok, "argv": ["json.tool"]}, env)
+    assert decline_reason({**ok, "argv": ["pldistill.launch", "stages.gold"]}, env) is None
+    theirs = {**env, "HF_HUB_OFFLINE": "1", "DVC_ROOT": "/p", "PWD": "/p", "SHLVL": "2", "PLDISTILL_WARM": "/s"}
+    assert differences(env, theirs) == ["HF_HUB_OFFLINE"]  # DVC's, the shell's and the socket's keys do not count
+    assert "differs from the server's in HF_HUB_OFFLINE" in decline_reason({**ok, "env": theirs}, env)
+
+
+def test_a_served_stage_watches_the_waiting_process_not_the_server():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        gone = runtime._gone(sleeper.pid)
+        assert gone() is False
+        sleeper.kill()
+        sleeper.wait()
+        assert gone() is True
+    finally:
+        sleeper.kill()
