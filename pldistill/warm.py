@@ -37,8 +37,9 @@ from pldistill.handover import SOCKET_ENV, entry, receive, send
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.stats",
            "pydantic", "yaml", "dvclive")
 OURS = ("pldistill", "stages")  # the project's packages: a served stage imports them anew, from its directory
-# Keys a shell or DVC sets per command; any other difference from the server's environment declines the stage.
-VOLATILE = ("_", "PWD", "OLDPWD", "SHLVL")
+# Keys a shell or DVC sets per command (bash drops the prompts of an activated venv: PS1 is for interactive shells);
+# any other difference from the server's environment declines the stage.
+VOLATILE = ("_", "PWD", "OLDPWD", "SHLVL", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "COLUMNS", "LINES")
 VOLATILE_PREFIXES = ("DVC_",)
 
 

@@ -95,6 +95,7 @@ def test_the_server_declines_other_pythons_commands_and_environments():
     assert decline_reason({**ok, "argv": ["pldistill.launch", "stages.gold"]}, env) is None
     theirs = {**env, "HF_HUB_OFFLINE": "1", "DVC_ROOT": "/p", "PWD": "/p", "SHLVL": "2", "PLDISTILL_WARM": "/s"}
     assert differences(env, theirs) == ["HF_HUB_OFFLINE"]  # DVC's, the shell's and the socket's keys do not count
+    assert differences({**env, "PS1": "(.venv) $ "}, env) == []  # bash drops an activated venv's prompt
     assert "differs from the server's in HF_HUB_OFFLINE" in decline_reason({**ok, "env": theirs}, env)
 
 
