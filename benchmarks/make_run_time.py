@@ -84,7 +84,7 @@ def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Pa
                           stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
         for line in proc.stdout:
             lines.append((time.monotonic() - start, line))
-            if STAGE.search(line) or "gold-only baseline" in line:
+            if STAGE.search(line) or "gold-only baseline" in line or "warm interpreter:" in line:
                 print(f"  {lines[-1][0]:6.1f} s  {line.strip()}", flush=True)
     total = time.monotonic() - start
     if proc.returncode:

@@ -19,8 +19,10 @@ SWAP = 0.15  # swap: each word's chance to be replaced by a word drawn from ever
 CROP = (0.6, 0.9)  # crop: the span kept, as a share of the words, drawn uniformly
 MIN_WORDS = 3  # a variant keeps at least this many words; a sentence shorter than that gets none
 # embed.variants auto: AUTO variants a sentence for a step of fewer than AUTO_BELOW sentences (the demo's 5.4k, STS-B's
-# 10k), none above: a corpus brings its own inputs, and 3 variants of 147k sentences would be hours of encoding
-AUTO, AUTO_BELOW = 3, 20_000
+# 10k), none above: a corpus brings its own inputs, and 3 variants of 147k sentences would be hours of encoding. 1, not
+# 3: on the demo 3 gave +0.32 test more (87.65 against 87.33, seeds 42-44) and on STS-B nothing measurable, for about
+# 70 s more of `make run` on a CPU without AVX-512 (docs/fast-student.md, "A warm interpreter for make run")
+AUTO, AUTO_BELOW = 1, 20_000
 
 # (words of the sentence, the generator, every sentence's words) -> the variant's words
 Op = Callable[[list[str], np.random.Generator, list[list[str]]], list[str]]

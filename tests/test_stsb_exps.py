@@ -63,7 +63,8 @@ def test_rows_measured_before_the_variants_pin_them_off_and_todays_default_spell
     pinned = lambda row: _setting(row, "embed.variants")  # noqa: E731
     assert pinned("embed-e2") == pinned("default-wise") == pinned("static-ft-wise") == "embed.variants=0"
     assert ROWS["corpus20k"]["embed.variants"] == 0
-    assert pinned("embed-v3") == "embed.variants=auto" and _setting("embed-v3", "embed.epochs") == "embed.epochs=1"
+    assert pinned("embed-v3") == "embed.variants=3" and _setting("embed-v3", "embed.epochs") == "embed.epochs=1"
+    assert pinned("embed-v1") == "embed.variants=auto" and _setting("embed-v1", "embed.epochs") == "embed.epochs=1"
 
 
 def _setting(row: str, key: str) -> str:

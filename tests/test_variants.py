@@ -84,5 +84,5 @@ def test_gather_adds_variants_last_held_out_and_counted(tmp_path):
 
 
 def test_auto_gives_a_small_step_three_variants_a_sentence_and_a_corpus_none():
-    assert variants.per_sentence("auto", 5_378) == variants.AUTO == 3  # the demo's step
+    assert variants.per_sentence("auto", 5_378) == variants.AUTO == 1  # the demo's step
     assert variants.per_sentence("auto", variants.AUTO_BELOW) == 0 and variants.per_sentence(2, 10**6) == 2
