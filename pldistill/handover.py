@@ -6,6 +6,7 @@ The ``stages`` package calls it as it is imported, so it imports nothing but the
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -14,6 +15,7 @@ import socket
 import struct
 import sys
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 SOCKET_ENV = "PLDISTILL_WARM"  # the server's socket, in the environment of the command the server runs beside
 HEADER = struct.Struct("!Q")  # the length of the JSON that follows
 
@@ -99,3 +101,12 @@ def hand_over() -> None:
               file=sys.stderr, flush=True)
         code = 1
     os._exit(code)
+
+
+def die_with_parent() -> None:
+    """On Linux, have the kernel send this process SIGTERM when its parent dies, however it ends: torchrun under
+    pldistill.launch (then it stops its workers instead of training on, orphaned), the warm server under
+    ``python -m pldistill.warm``."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -11,17 +11,15 @@ reach it; the stage joins their group (pldistill.distributed.join).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import runpy
-import signal
 import sys
 
 import stages  # noqa: F401 -- first: it checks that this Python has the project's packages before config imports them
 from pldistill.config import ConfigError, load_params
+from pldistill.handover import die_with_parent
 
 USAGE = "python -m pldistill.launch stages.<name> [--params params.yaml] <the stage's options>"
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
 
 
@@ -50,16 +48,9 @@ def main(argv: list[str] | None = None) -> None:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return
     cmd = command(module, args, processes)
-    _die_with_parent()
+    die_with_parent()  # torchrun stops its workers when dvc is gone; each worker's run_stage also watches
     os.execv(cmd[0], cmd)
 
-
-def _die_with_parent() -> None:
-    """On Linux, have the kernel send this process (torchrun, once exec'd) SIGTERM when its parent (dvc) dies:
-    torchrun then stops its workers instead of training on, orphaned. Each worker's run_stage also watches."""
-    if sys.platform.startswith("linux"):
-        with_errno = ctypes.CDLL(None, use_errno=True)
-        with_errno.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pldistill.handover import SOCKET_ENV, entry, receive, send
+from pldistill.handover import SOCKET_ENV, die_with_parent, entry, receive, send
 
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.stats",
            "pydantic", "yaml", "dvclive")
@@ -102,9 +102,9 @@ def _become(request: dict, fds: list[int], added: dict[str, str]) -> None:
         code = 0
     except SystemExit as err:
         code = _exit_code(err)
-    except BaseException:  # as an uncaught exception ends a process: the hook, then code 1
+    except BaseException as err:  # as an uncaught exception ends a process: the hook, then 1 (130 for Ctrl-C)
         sys.excepthook(*sys.exc_info())
-        code = 1
+        code = 128 + signal.SIGINT if isinstance(err, KeyboardInterrupt) else 1
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
@@ -185,22 +185,22 @@ def run(command: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
         else:
             print("warm interpreter: the server did not start; every stage starts its own", file=sys.stderr)
         try:
-            return subprocess.call(command, env=env)
+            proc = subprocess.Popen(command, env=env)
         except FileNotFoundError:
             sys.exit(f"error: no command {command[0]!r} on PATH")
+        # Ctrl-C reaches the command itself (the terminal's process group): this process waits for it to stop, as
+        # it chooses, instead of killing it; SIGTERM and SIGHUP are passed on
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda signum, frame: proc.send_signal(signum))
+        code = proc.wait()
+        return 128 - code if code < 0 else code  # a command ended by a signal: 128 + the signal, as a shell says
     finally:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=5)
         shutil.rmtree(folder, ignore_errors=True)
 
-
-def _die_with_parent() -> None:
-    """On Linux, the kernel sends this server SIGTERM when ``python -m pldistill.warm`` is gone, however it ends."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, e.g. dvc repro")
     args = ap.parse_args(argv)
     if args.serve:
-        _die_with_parent()
+        die_with_parent()
         serve(args.serve, tuple(filter(None, args.preload.split(","))))
         return
     if not args.command:

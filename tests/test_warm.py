@@ -22,6 +22,15 @@ from tests.conftest import ROOT
 
 PROBE = '''
 import json, os, sys, time
+if sys.argv[1:2] == ["orphan"]:
+    from pldistill.runtime import stop_cleanly
+    try:
+        with stop_cleanly() as orphaned:
+            print("sleeping", flush=True)
+            time.sleep(60)
+    except KeyboardInterrupt:
+        print("stopped, orphaned:", orphaned.is_set(), flush=True)
+        sys.exit(143)
 if sys.argv[1:2] == ["sleep"]:
     print("sleeping", flush=True)
     time.sleep(60)
@@ -84,6 +93,38 @@ def test_sigterm_to_the_stages_own_process_reaches_the_served_stage(project):
     start = time.monotonic()
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert time.monotonic() - start < 20  # not the probe's 60 s sleep
+
+
+def test_ctrl_c_stops_the_served_stage_and_the_run_with_130(project):
+    """A terminal's Ctrl-C is SIGINT to its foreground process group: the wrapper, the command and the stage's
+    own process; not the server's copy (a session of its own), which gets it from the stage's own process."""
+    proc = warm(project, sys.executable, "-m", "stages.probe", "sleep", start_new_session=True)
+    assert proc.stdout.readline().strip() == "sleeping"
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=30) == 128 + signal.SIGINT
+    assert "KeyboardInterrupt" in proc.stderr.read()  # raised in the stage, as in a process of its own
+
+
+def test_sigterm_to_the_wrapper_is_passed_on_to_its_command(project):
+    proc = warm(project, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)")
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the waiting process through /proc")
+def test_a_served_stage_whose_own_process_is_killed_stops_as_an_orphan(project):
+    # the command goes on (sleeps) after the stage, so the server stays: the stage must see its own process go
+    proc = warm(project, "sh", "-c", f"{sys.executable} -m stages.probe orphan; sleep 20")
+    assert proc.stdout.readline().strip() == "sleeping"
+    shell = _children(proc.pid)[0]
+    (waiting,) = _children(shell)
+    os.kill(waiting, signal.SIGKILL)  # no signal reaches the stage: its watch of the waiting process tells it
+    start = time.monotonic()
+    assert proc.stdout.readline().strip() == "stopped, orphaned: True"
+    assert time.monotonic() - start < 10  # a poll of PARENT_POLL seconds, not the command's end
+    os.kill(shell, signal.SIGKILL)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
 
 
 def test_the_server_declines_other_pythons_commands_and_environments():
