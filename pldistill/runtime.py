@@ -49,11 +49,11 @@ def _gone(pid: int) -> Callable[[], bool]:
     except (AttributeError, OSError):
         def gone() -> bool:
             try:
-                os.kill(pid, 0)
+                os.kill(pid, 0)  # signal 0: only asks whether the process is there
             except ProcessLookupError:
                 return True
-            except PermissionError:
-                return False
+            except PermissionError:  # there, another user's
+                pass
             return False
         return gone
     return lambda: bool(select.select([fd], [], [], 0)[0])
