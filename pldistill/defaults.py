@@ -220,7 +220,7 @@ DEFAULTS = {
         'bf16': 'auto',
         'backend': 'auto',
         'speed_pairs': 512,
-        'speed_rounds': 5,
+        'speed_rounds': 3,
         'speed_min_seconds': 0.5,
         'static_batch_size': 1024,
         'gain_rounds': 1000,

@@ -9,6 +9,8 @@ environment and standard streams to the server as soon as the ``stages`` package
 have, and sends back its exit code, which the waiting process exits with. Everything else is as without
 it: the same commands, outputs and lock; Ctrl-C and SIGTERM reach the stage (the waiting process forwards
 them); a stage whose waiting process is gone stops as one whose ``dvc repro`` is gone (pldistill.runtime).
+A light stage (check, download, augment, sample: no torch at the top; handover.LIGHT) that starts while the
+server is still importing runs in its own process at once instead of waiting.
 
 The server declines, and the stage runs in its own process as usual, when the command is not ``python -m``
 of a stage, another Python runs it, or its environment differs from the server's in anything but the keys
@@ -32,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pldistill.handover import SOCKET_ENV, die_with_parent, entry, receive, send
+from pldistill.handover import SOCKET_ENV, die_with_parent, entry, ready_path, receive, send
 
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.stats",
            "pydantic", "yaml", "dvclive")
@@ -127,8 +129,8 @@ def _status_code(status: int) -> int:
 
 
 def serve(path: Path, preload: tuple[str, ...] = PRELOAD) -> None:
-    """Import ``preload``, then run the stages that connect to ``path``, one at a time, each in a fork of this
-    process. Ends when its parent (``python -m pldistill.warm``) ends or sends SIGTERM."""
+    """Import ``preload``, say so (``ready_path``), then run the stages that connect to ``path``, one at a time,
+    each in a fork of this process. Ends when its parent (``python -m pldistill.warm``) ends or sends SIGTERM."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(8)  # stages that connect while the imports run wait for them
@@ -138,6 +140,7 @@ def serve(path: Path, preload: tuple[str, ...] = PRELOAD) -> None:
             importlib.import_module(name)
     # what the imports set in the environment (torch: KMP_INIT_AT_FORK, ...), as they would in the stage's process
     added = {k: v for k, v in os.environ.items() if k not in env}
+    Path(ready_path(str(path))).touch()  # light stages (handover.LIGHT) come here from now on
     while True:
         conn, _ = listener.accept()
         with conn:

@@ -38,7 +38,7 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
     assert pd.read_csv(auc.root / "metrics/speed/student.csv")["test"].tolist() == [auc.result["bi"]["test"]["auc"]]
     machine = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
     assert machine["reference"] == f"{chain.params.student.model} whole"
-    assert machine["rounds"] == chain.params.evaluate.speed_rounds == 1  # the tests' (params.yaml: 5)
+    assert machine["rounds"] == chain.params.evaluate.speed_rounds == 1  # the tests' (params.yaml: 3)
     assert all(len(machine[name]["per_round"]) == 1 for name in timed)
     # the tests' student is the whole tiny model, as its start and gold-only baseline: timed once, as the reference
     assert {n: machine[n].get("timed_as") for n in timed} == {

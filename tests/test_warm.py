@@ -51,10 +51,10 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def warm(project: Path, *command: str, **kwargs) -> subprocess.Popen:
+def warm(project: Path, *command: str, preload: str = "wave", **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PLDISTILL_WARM", None)
-    return subprocess.Popen([sys.executable, "-m", "pldistill.warm", "--preload", "wave", *command], cwd=project,
+    return subprocess.Popen([sys.executable, "-m", "pldistill.warm", "--preload", preload, *command], cwd=project,
                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **kwargs)
 
@@ -66,6 +66,26 @@ def test_a_stage_is_served_with_its_arguments_streams_directory_and_exit_code(pr
     assert proc.returncode == 7, err
     assert seen == {"preloaded": True, "argv": ["7", "--x"], "cwd": str(project), "stdin": "hello", "foo": None,
                     "socket": False, "orig": ["-m", "stages.probe"]}  # the socket's variable is not passed on
+    assert "warm interpreter" not in err
+
+
+def test_a_light_stage_runs_on_its_own_until_the_server_has_imported(project):
+    """stages.check (handover.LIGHT) while the server still imports (a module that takes 6 s): in its own
+    process, at once; once the server says it is ready, served like any stage."""
+    (project / "slow_import.py").write_text("import time\ntime.sleep(6)\n")
+    (project / "stages" / "check.py").write_text(PROBE)
+    run_check = f"{sys.executable} -m stages.check 0"
+    wait = 'while [ ! -e "$PLDISTILL_WARM.ready" ]; do sleep 0.1; done'
+    start = time.monotonic()
+    proc = warm(project, "sh", "-c", f"{run_check} && {wait} && {run_check}", preload="wave,slow_import")
+    proc.stdin.close()  # each probe reads a line: an empty one
+    before = json.loads(proc.stdout.readline())
+    assert time.monotonic() - start < 5  # not after the server's 6 s of imports
+    after = json.loads(proc.stdout.readline())
+    proc.wait(timeout=90)
+    err = proc.stderr.read()
+    assert proc.returncode == 0, err
+    assert (before["preloaded"], after["preloaded"]) == (False, True)
     assert "warm interpreter" not in err
 
 
