@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pldistill import runtime
+from pldistill.handover import LIGHT
 from pldistill.warm import decline_reason, differences
 from tests.conftest import ROOT
 
@@ -87,6 +88,14 @@ def test_a_light_stage_runs_on_its_own_until_the_server_has_imported(project):
     assert proc.returncode == 0, err
     assert (before["preloaded"], after["preloaded"]) == (False, True)
     assert "warm interpreter" not in err
+
+
+def test_the_light_stages_import_no_torch():
+    """What handover.LIGHT rests on: those stages run without the server's imports, so they need none of them."""
+    code = f"import sys; import {', '.join(LIGHT)}; print(sorted({{'torch', 'transformers'}} & set(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if k != "PLDISTILL_WARM"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_stage_whose_environment_differs_starts_its_own_and_says_why(project):
