@@ -6,7 +6,7 @@ anything: DVC runs the experiments, and the table is read back from `dvc exp sho
 
     python benchmarks/stsb_exps.py queue --rows default,gold-only --seeds 42,43,44  # then: dvc queue start
     python benchmarks/stsb_exps.py run --rows default-grouped --seeds 42  # one at a time (dvc exp run --temp)
-    python benchmarks/stsb_exps.py run --rows embed-v1 --seeds 42,43,44  # the data settings only, today's default
+    python benchmarks/stsb_exps.py run --rows serve --seeds 42,43,44  # the data settings only, today's default
     python benchmarks/stsb_exps.py run --rows corpus20k --seeds 42,43,44 --corpus /tmp/corpus.txt  # 20,000 of it
     python benchmarks/stsb_exps.py run --rows corpus --seeds 42 --corpus /tmp/corpus.txt  # benchmarks/corpus.py's
     python benchmarks/stsb_exps.py run --rows static,static-plain --seeds 42,43,44  # a static student
@@ -119,9 +119,20 @@ ROWS["embed-v3"] = {"embed.variants": 3, "embed.epochs": 1}
 # the data settings only since (what a user gets): auto is 1 variant of each sentence (make run's time on a CPU
 # without AVX-512), with the stages run by dvc exp run as ever
 ROWS["embed-v1"] = {"embed.variants": "auto", "embed.epochs": 1}
+# the data settings only, with stage export and the speed on one thread each (docs/serving.md): what a user gets
+ROWS["serve"] = {}
 # The columns read back: eval.json keys (dotted) -> the table's header.
 COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
            "baseline.gold.test.spearman": "gold-only", "baseline.start.test.spearman": "start"}
+
+
+def served(row: dict[str, object]) -> dict[str, object]:
+    """The served export's columns: its form, test score and speed (rows made before stage export: none)."""
+    chosen = row.get("export.chosen")
+    if chosen is None:
+        return {}
+    at = "bi" if chosen == "torch" else f"export.{chosen}"
+    return {"served": chosen, "served test": row.get(f"{at}.test.spearman"), "served speed": row.get(f"{at}.speed")}
 
 
 def settings(row: str, seed: int, archive: Path, corpus: Path | None = None) -> list[str]:
@@ -176,7 +187,7 @@ def experiments(shown: list[dict]) -> dict[str, dict[str, object]]:
 
 def table(found: dict[str, dict[str, object]]) -> str:
     """One line per row: the mean over its seeds of each column, and the seeds it has."""
-    header = ["row", "seeds", *COLUMNS.values(), "teacher"]
+    header = ["row", "seeds", *COLUMNS.values(), "teacher", "served (per seed)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in ROWS:
         runs = {name: r for name, r in found.items() if name.rsplit("-s", 1)[0] == row}
@@ -187,6 +198,9 @@ def table(found: dict[str, dict[str, object]]) -> str:
             vals = [float(r[key]) for r in runs.values() if isinstance(r.get(key), int | float)]
             cells.append(f"{statistics.mean(vals):.2f}" if vals else "—")
         seeds = ",".join(sorted(n.rsplit("-s", 1)[1] for n in runs))
+        serve = [served(r) for r in runs.values() if served(r)]
+        if serve:  # per seed: the form served, its test score and speed
+            cells.append(" / ".join(f"{s['served']} {s['served test']} at {s['served speed']}x" for s in serve))
         lines.append(f"| {row} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -130,7 +130,7 @@ class _Graph(torch.nn.Module):
         return getattr(self.hf(**dict(zip(self.names, tensors)), return_dict=True), self.output)
 
 
-def _first_module(st_model: torch.nn.Module) -> tuple[torch.nn.Module, str, str]:
+def first_module(st_model: torch.nn.Module) -> tuple[torch.nn.Module, str, str]:
     """The sentence-transformers Transformer module, its HF output field and the feature it writes; a model of
     another shape (a custom first module, a model method other than forward) is not supported."""
     first = st_model[0]
@@ -165,7 +165,7 @@ def _version(package: str) -> str:
         return "-"
 
 
-def _export(hf: torch.nn.Module, names: tuple[str, ...], output: str, probe: Mapping[str, torch.Tensor],
+def export_onnx(hf: torch.nn.Module, names: tuple[str, ...], output: str, probe: Mapping[str, torch.Tensor],
             path: Path) -> None:
     """``path``/model.onnx: the transformer with dynamic batch and sequence axes. Exported with eager attention,
     the path the TorchScript exporter traces faithfully (sdpa's mask code bakes in the probe's shapes)."""
@@ -221,7 +221,7 @@ DERIVED = {"onnx-int8": ("int8", _quantize), "openvino-int8": ("ovint8", _compre
 def exported(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Path:
     """The folder holding ``backend``'s model (model.onnx, or OpenVINO's model.xml) for this model, exported (and
     quantised) on first use; ``probe()``: a few tokenized inputs, traced by the exporter."""
-    hf, output, _ = _first_module(st_model)
+    hf, output, _ = first_module(st_model)
     feats = probe()
     names = tuple(n for n in INPUTS if n in feats)
     key = _digest(hf, names, output)[:20]
@@ -229,7 +229,7 @@ def exported(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: P
     fp32 = root / f"{key}-fp32"
     if not (fp32 / "model.onnx").is_file():
         with atomic_dir(fp32) as tmp:
-            _export(hf, names, output, feats, tmp)
+            export_onnx(hf, names, output, feats, tmp)
             (tmp / "meta.json").write_text(json.dumps({"inputs": names, "output": output}) + "\n")
     if backend not in DERIVED:
         return fp32
@@ -248,7 +248,8 @@ def _threads() -> int:
     return max(1, torch.get_num_threads())
 
 
-def _ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+def ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """``path``: an .onnx file, or a folder holding model.onnx."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -256,15 +257,17 @@ def _ort_session(path: Path) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     so.log_severity_level = 3
     # Idle threads sleep rather than spin: on a CPU shared with other jobs spinning cost 15% here
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(str(path / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    file = path / "model.onnx" if path.is_dir() else path
+    sess = ort.InferenceSession(str(file), so, providers=["CPUExecutionProvider"])
     return lambda feeds: sess.run(None, feeds)[0]
 
 
-def _openvino_session(path: Path, precision: str = "f32",
-                      int8: bool = False) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    """``precision``: f32, said explicitly (on AMX / AVX512-BF16 CPUs OpenVINO would otherwise pick bf16 on its
-    own); bf16: the matrix products in bf16 on the CPU's native units, accumulated in f32; native: bf16 where
-    OpenVINO finds such units, else f32. ``int8``: the int8 layers of ``_compress`` run on int8 units, their
+def openvino_session(path: Path, precision: str = "f32",
+                     int8: bool = False) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """``path``: an .xml or .onnx file, or a folder holding model.xml or model.onnx. ``precision``: f32, said
+    explicitly (on AMX / AVX512-BF16 CPUs OpenVINO would otherwise pick bf16 on its own); bf16: the matrix
+    products in bf16 on the CPU's native units, accumulated in f32; native: bf16 where OpenVINO finds such units,
+    else f32. ``int8``: the int8 layers of ``_compress`` run on int8 units, their
     inputs quantised in groups of ``INT8_GROUP`` channels."""
     import openvino as ov
 
@@ -274,15 +277,15 @@ def _openvino_session(path: Path, precision: str = "f32",
     config = {"INFERENCE_NUM_THREADS": _threads(), "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
     if int8:
         config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = INT8_GROUP
-    model = path / "model.xml" if (path / "model.xml").is_file() else path / "model.onnx"
+    model = path if not path.is_dir() else path / "model.xml" if (path / "model.xml").is_file() else path / "model.onnx"
     compiled = core.compile_model(core.read_model(str(model)), "CPU", config)
     request = compiled.create_infer_request()
     return lambda feeds: request.infer(feeds)[0]
 
 
-SESSIONS = {"onnx": _ort_session, "onnx-int8": _ort_session, "openvino": _openvino_session,
-            "openvino-bf16": functools.partial(_openvino_session, precision="bf16"),
-            "openvino-int8": functools.partial(_openvino_session, precision="native", int8=True)}
+SESSIONS = {"onnx": ort_session, "onnx-int8": ort_session, "openvino": openvino_session,
+            "openvino-bf16": functools.partial(openvino_session, precision="bf16"),
+            "openvino-int8": functools.partial(openvino_session, precision="native", int8=True)}
 
 
 def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Path | str | None = None) -> Forward:
@@ -290,7 +293,7 @@ def forward(backend: str, st_model: torch.nn.Module, probe: Probe, cache_dir: Pa
     if lacking := missing(backend):
         raise BackendError(f"backend {backend} needs {' and '.join(lacking)}, not installed: {install_hint(backend)} "
                            f"(or set the backend to auto or torch)")
-    _, _, feature = _first_module(st_model)
+    _, _, feature = first_module(st_model)
     try:
         path = exported(backend, st_model, probe, cache_dir)
         names = tuple(json.loads((path / "meta.json").read_text())["inputs"])

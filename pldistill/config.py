@@ -44,6 +44,7 @@ from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: p
     BM25Params,
     DataParams,
     EvaluateParams,
+    ExportParams,
     ExtraSet,
     InferenceParams,
     KDEParams,
@@ -111,6 +112,7 @@ class Params(_Section):
     trans: TransParams
     dse: DSEParams
     ensemble: EnsembleParams
+    export: ExportParams
     evaluate: EvaluateParams
 
     _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))

@@ -21,6 +21,9 @@ RTT_BACKENDS = ("none", "marian", "table")
 # bundled:<name> model specs (pldistill.bundled.BUNDLED, which holds where each ships and its checksum)
 BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 
+# export.formats (pldistill.export, stage export): a transformer student's forms, then a static student's
+EXPORT_FORMATS = ("onnx", "onnx-int8", "openvino", "openvino-int8", "model2vec", "model2vec-f16", "model2vec-int8")
+
 
 def registered() -> dict[str, tuple[str, ...]]:
     """Each registry's names, keyed as the params validators ask for them (pldistill.params_data._registered)."""

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pldistill.defaults import DEFAULTS
-from pldistill.names import BUNDLED_MODELS
+from pldistill.names import BUNDLED_MODELS, EXPORT_FORMATS
 from pldistill.params_data import (  # noqa: F401  (re-exported: the shared section base and the data sections)
     PAIR_SPLITS,
     TABLE_SUFFIXES,
@@ -223,13 +223,36 @@ class ExtraSet(_Section):
         return v
 
 
+class ExportParams(_Section):
+    """Stage export: the student in the forms a serving stack loads; stage evaluate serves one of them."""
+
+    params_yaml = DEFAULTS["export"]
+    formats: Literal["auto"] | tuple[str, ...]  # auto: every form the installed packages allow for student.kind
+    calibration: int = Field(ge=1)  # training sentences openvino-int8 is calibrated on
+    max_drop: float = Field(ge=0)  # dev points below the student an export may score and still be served
+    gate: float = Field(gt=0, le=1)  # its dev scores' Spearman with the torch student's, at least
+
+    @field_validator("formats")
+    @classmethod
+    def _known_formats(cls, v: object) -> object:
+        if v == "auto":
+            return v
+        if bad := [f for f in v if f not in EXPORT_FORMATS]:
+            raise ValueError(f"expected auto, or a list of {', '.join(EXPORT_FORMATS)}; found {bad}")
+        if len(set(v)) < len(v):
+            raise ValueError(f"expected each format once; found {list(v)}")
+        return v
+
+
 class EvaluateParams(InferenceParams):
     """The evaluate section: inference settings, encode speed, and more evaluation sets."""
 
     params_yaml = DEFAULTS["evaluate"]
     speed_pairs: int = Field(ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
-    speed_rounds: int = Field(ge=1)  # rounds of those turns; the ratio is the median of the per-round ratios
-    speed_min_seconds: float = Field(ge=0)  # in each turn a model scores the pairs again until this long has gone
+    speed_rounds: int = Field(ge=1)  # rounds of turns (pldistill.speed): each model scores every chunk once a round
+    speed_chunk: int = Field(ge=1)  # pairs a turn
+    speed_min_seconds: float = Field(ge=0)  # in each turn a model scores its chunk again until this long has gone
+    speed_threads: int | None = Field(ge=1)  # threads each model is timed with; None: every core
     static_batch_size: int = Field(ge=1)  # a static model's batch when timed (Model2Vec's encode default)
     gain_rounds: int = Field(ge=0)  # paired-bootstrap resamples of the student's lead (eval.json gain); 0: off
     extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]

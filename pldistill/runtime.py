@@ -230,6 +230,9 @@ def exit_now(code: int = 0) -> NoReturn:
     is about 2.5 s a stage on a 2-core CPU (stage label, measured from its last line to the process's end),
     work no one waits for: every output is already whole (written by temp file and rename)."""
     atexit._run_exitfuncs()  # what a normal exit runs first (logging's flush, temp-dir finalizers, ...)
+    pools = sys.modules.get("concurrent.futures.thread")
+    if pools is not None:  # a library's thread pool left open (NNCF's): told to stop, as threading's own exit does
+        pools._python_exit()
     for t in threading.enumerate():
         if t is not threading.main_thread() and not t.daemon:
             t.join()

@@ -1,22 +1,29 @@
 """Speed measured where quality is: each model scores the same pairs as a reference model (the student's start,
-whole), in turns, round after round, so a change of load on the machine hits all of them alike. A model's speed is
-the median over rounds of (the reference's seconds / the model's seconds) in that round: 2.0 is twice as fast.
+whole, in torch fp32), in many short turns: the pairs are cut into chunks, and round after round every model scores
+each chunk in turn (the order of the models rotated from round to round), so a change of load on the machine hits
+all of them alike.
+
+A competing process only ever adds time, so each model's time for a chunk is its fastest over the rounds, and its
+speed is the reference's total of those over the model's: 2.0 is twice as fast. Its interval (``speed_low``,
+``speed_high``) is the 2.5th and 97.5th percentiles of the same figure over the chunks resampled with replacement
+(the same draw for every model: a paired bootstrap): how far it moves with the pairs timed.
 
 Scoring a pair is what every model here does (a bi-encoder encodes both sentences and takes the cosine, a
-cross-encoder reads the pair), so one figure serves students, baselines and teachers of any kind.
+cross-encoder reads the pair), so one figure serves students, baselines, teachers and exports of any kind.
 
 Models that do the same arithmetic (``cost_key``: the same modules, weight shapes and length cap, as a student and
 its gold-only baseline cut alike, or a teacher that is the reference model fine-tuned) are timed once: the others
-take that model's ratio (1.0 for the reference's twins), so no two of them differ by the clock's noise alone."""
+take that model's figures (1.0 for the reference's twins), so no two of them differ by the clock's noise alone."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Protocol
+
+import numpy as np
 
 
 class Scorer(Protocol):
@@ -59,55 +66,109 @@ def twins(models: dict[str, Scorer], sizes: dict[str, int]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def users_tokenizer_threads() -> Iterator[None]:
-    """The tokenizers library's own default while timing: it tokenises a batch over every core. Our stages turn
-    that off (TOKENIZERS_PARALLELISM=false, pldistill.runtime) only to keep forked workers quiet; a user's process
-    has it on, and for a static model tokenising is most of the time (STS-B, 1,024 sentences a batch, 2 cores:
-    25.7k pairs a second with it, 16.0k without; the whole MiniLM 321 and 323)."""
-    before = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+def threads(n: int | None) -> Iterator[None]:
+    """The threads a model is timed with: ``n`` (torch's intra-op threads, and those of an ONNX Runtime or OpenVINO
+    session made inside the block: pldistill.accel reads torch's), or None: every core, as torch starts. The tokenizers
+    library tokenises a batch over every core unless ``n`` is 1. Our stages turn its threads off
+    (TOKENIZERS_PARALLELISM=false, pldistill.runtime) only to keep forked workers quiet; a user's process has them on
+    (STS-B, 1,024 sentences a batch, 2 cores: a static model 25.7k pairs a second with them, 16.0k without).
+
+    One thread a model is what holds on a shared machine: with a CPU-bound process beside it on 2 cores, every model
+    still has a core of its own, where threads spread over both cores wait on the one that was descheduled, and
+    torch waits longer than ONNX Runtime or OpenVINO (the STS-B student's ratios rose by 29-65% so)."""
+    import torch
+
+    before_env, before_threads = os.environ.get("TOKENIZERS_PARALLELISM"), torch.get_num_threads()
+    os.environ["TOKENIZERS_PARALLELISM"] = "false" if n == 1 else "true"
+    if n is not None:
+        torch.set_num_threads(n)
     try:
         yield
     finally:
-        if before is None:
+        torch.set_num_threads(before_threads)
+        if before_env is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
         else:
-            os.environ["TOKENIZERS_PARALLELISM"] = before
+            os.environ["TOKENIZERS_PARALLELISM"] = before_env
+
+
+CHUNK = 64  # pairs a turn: long enough for a batch, short enough that load changes between turns, not within one
+RESAMPLES = 1000  # bootstrap draws of the rounds for a speed's interval
+
+
+def _chunks(n: int, chunk: int) -> list[slice]:
+    return [slice(i, min(i + chunk, n)) for i in range(0, n, chunk)] or [slice(0, 0)]
 
 
 def ratios(reference: Scorer, models: dict[str, Scorer], s1: Sequence[str], s2: Sequence[str], batch_size: int,
            bf16: bool | str, rounds: int, min_seconds: float = 0.0,
-           batch_sizes: dict[str, int] | None = None) -> dict[str, dict]:
-    """Per model: ``speed`` (the median per-round ratio to ``reference``), the ratio of each round, the passes
-    over the pairs each round timed (as many as ``min_seconds`` takes, one at least), the batch size, and the pairs
-    per second of the model and of the reference (medians). Each model scores in batches of ``batch_size``, or of
-    its own in ``batch_sizes`` (by name: a static model's, as its users encode). A model with an earlier one's
-    cost key (``twins``; the reference is first) is not timed: it takes that model's rounds, 1.0 for the reference's,
-    and says so (``timed_as``)."""
+           batch_sizes: dict[str, int] | None = None, chunk: int = CHUNK, seed: int = 0,
+           n_threads: int | None = None) -> dict[str, dict]:
+    """Per model: ``speed`` (the reference's summed fastest chunk times over the model's), ``speed_low`` and
+    ``speed_high`` (its 95% interval over the chunks, resampled with ``seed``), the passes a turn timed (as many as
+    ``min_seconds`` takes, one at least), the batch size, and pairs and sentences per second. Each model scores in
+    batches of ``batch_size``, or of its own in ``batch_sizes`` (by name: a static model's, as its users encode),
+    with ``n_threads`` threads (``threads``). A model with an earlier one's cost key (``twins``; the reference is
+    first) is not timed: it takes that model's figures, 1.0 for the reference's, and says so (``timed_as``)."""
     everyone = {"reference": reference, **models}
     size = {name: (batch_sizes or {}).get(name, batch_size) for name in everyone}
     twin = twins(everyone, size)
-    timed = {name: m for name, m in everyone.items() if name not in twin}
-    seconds: dict[str, list[float]] = {name: [] for name in timed}
+    timed = list(name for name in everyone if name not in twin)
+    parts = _chunks(len(s1), chunk)
+    seconds = {name: np.zeros((rounds, len(parts))) for name in timed}  # (rounds, chunks): a pass's seconds
     passes: dict[str, int] = {}
-    with users_tokenizer_threads():
-        for name, m in timed.items():  # warm-up: allocator, kernels, a backend's first-call choice
-            _seconds(m, s1[: size[name]], s2[: size[name]], size[name], bf16)
-        for _ in range(rounds):
-            for name, m in timed.items():
-                took, n = _seconds(m, s1, s2, size[name], bf16, min_seconds)
-                seconds[name].append(took)
-                passes[name] = max(passes.get(name, 0), n)
-    ref = seconds["reference"]
+    with threads(n_threads):
+        for name in timed:  # warm-up: allocator, kernels, a backend's first-call choice
+            m = everyone[name]
+            _seconds(m, s1[parts[0]][: size[name]], s2[parts[0]][: size[name]], size[name], bf16)
+        for r in range(rounds):
+            order = timed[r % len(timed):] + timed[: r % len(timed)]  # who goes first rotates
+            for c, part in enumerate(parts):
+                for name in order:
+                    took, n = _seconds(everyone[name], s1[part], s2[part], size[name], bf16, min_seconds)
+                    seconds[name][r, c] = took
+                    passes[name] = max(passes.get(name, 0), n)
+    draws = np.random.default_rng(seed).integers(0, len(parts), size=(RESAMPLES, len(parts)))
+
+    def total(name: str, draw: np.ndarray | None = None) -> np.ndarray | float:
+        fastest = seconds[name].min(axis=0)  # (chunks,): each chunk's fastest turn
+        return fastest.sum() if draw is None else fastest[draw].sum(axis=-1)  # draw: (resamples, chunks)
+
+    ref, ref_boot = total("reference"), total("reference", draws)
+    sentences = sum(len(set(s1[part]) | set(s2[part])) for part in parts)  # each turn encodes its distinct ones
     out = {}
     for name in models:
         timed_as = twin.get(name, name)
-        mine = seconds[timed_as]
-        per_round = [r / s for r, s in zip(ref, mine)]
-        out[name] = {"speed": round(statistics.median(per_round), 2),
-                     "per_round": [round(x, 2) for x in per_round], "passes": passes[timed_as],
-                     "batch_size": size[name], "reference_batch_size": size["reference"],
-                     "pairs_per_s": round(len(s1) / statistics.median(mine), 1),
-                     "reference_pairs_per_s": round(len(s1) / statistics.median(ref), 1),
+        mine, boot = total(timed_as), ref_boot / total(timed_as, draws)
+        out[name] = {"speed": round(float(ref / mine), 2), "speed_low": round(float(np.percentile(boot, 2.5)), 2),
+                     "speed_high": round(float(np.percentile(boot, 97.5)), 2), "passes": passes[timed_as],
+                     "turns": rounds * len(parts), "batch_size": size[name], "reference_batch_size": size["reference"],
+                     "pairs_per_s": round(len(s1) / mine, 1), "reference_pairs_per_s": round(len(s1) / ref, 1),
+                     "sentences_per_s": round(sentences / mine, 1),  # a bi-encoder's throughput at its batch size
                      **({"timed_as": twin[name]} if name in twin else {})}
+    return out
+
+
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str], batch_size: int = 64, bf16: bool | str = "auto",
+               progress: bool = False) -> object: ...
+
+
+def latency(models: dict[str, Encoder], sentences: Sequence[str], bf16: bool | str) -> dict[str, dict]:
+    """Each model encoding one sentence at a time (batch 1: a request's latency), in turns: per model the median and
+    90th percentile milliseconds, and sentences per second at batch 1 (1 / the median)."""
+    took: dict[str, list[float]] = {name: [] for name in models}
+    with threads(None):
+        for m in models.values():
+            m.encode(list(sentences[:1]), 1, bf16)  # warm-up
+        for text in sentences:
+            for name, m in models.items():
+                t0 = time.perf_counter()
+                m.encode([text], 1, bf16)
+                took[name].append(time.perf_counter() - t0)
+    out = {}
+    for name, t in took.items():
+        p50, p90 = (float(np.percentile(t, q)) for q in (50, 90))
+        out[name] = {"ms_p50": round(1000 * p50, 3), "ms_p90": round(1000 * p90, 3),
+                     "sentences_per_s_batch1": round(1 / p50, 1) if p50 > 0 else None, "sentences": len(t)}
     return out

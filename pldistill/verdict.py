@@ -1,6 +1,6 @@
 """What metrics/eval.json says of the student, in words: its test lead over its gold-only baseline and over its
-teacher (eval.json ``gain``), and whether each lead is beyond the sampling noise of the test pairs. Stage evaluate
-prints it; `make run` prints it again after `dvc repro`, cached or not:
+teacher (eval.json ``gain``), and whether each lead is beyond the sampling noise of the test pairs; and the form
+it serves (``export.chosen``). Stage evaluate prints it; `make run` prints it again after `dvc repro`, cached or not:
 
     python -m pldistill.verdict metrics/eval.json
 """
@@ -25,6 +25,13 @@ def verdict(result: dict) -> list[str]:
                 "behind, beyond the test pairs' noise" if g["high"] < 0 else "not told apart on these test pairs")
         lines.append(f"student against {who}: {g[metric]:+.2f} test {metric} [{g['low']:+.2f}, {g['high']:+.2f}], "
                      f"{said}")
+    if chosen := result.get("export", {}).get("chosen"):
+        served = result["bi"] if chosen == "torch" else result["export"][chosen]
+        metric = next(iter(served["test"]))
+        speed = (f", {served['speed']}x [{served['speed_low']}, {served['speed_high']}] the whole start's speed"
+                 if "speed" in served else "")
+        lines.append(f"served (models/serve): {chosen}, test {metric} {served['test'][metric]} against the torch "
+                     f"student's {result['bi']['test'][metric]}{speed}")
     return lines
 
 

@@ -8,6 +8,9 @@ the student's whole starting model (pldistill.speed); each block gets ``speed``,
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +21,22 @@ from pldistill import cleaning, datasets, schemas, speed
 from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.cut import resolve
 from pldistill.device import cpu_flags
+from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard, paired_gain
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import main
+from pldistill.served import Served, serve_copy
 from pldistill.validate import load_params
 from pldistill.verdict import verdict
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
-            ep: EvaluateParams) -> tuple[dict, dict]:
-    """eval.json's blocks for one dataset's dev and test splits, and every model's predictions."""
+            ep: EvaluateParams) -> tuple[dict, dict, Callable[[str], dict]]:
+    """eval.json's blocks for one dataset's dev and test splits, every model's predictions, and how a block is made
+    from them (a model's name in the predictions -> its block)."""
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
                     for s, df in splits.items()} for name, m in models.items()}
     preds["jaccard"] = {s: jaccard(df["sentence1"], df["sentence2"]) for s, df in splits.items()}
@@ -48,7 +54,7 @@ def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train
                 "threshold": round(t, 6)}
 
     return {"bi": block("bi"), **recipe.teacher_blocks(models["cross"], block),
-            "baseline": {b: block(b) for b in baselines}}, preds
+            "baseline": {b: block(b) for b in baselines}}, preds, block
 
 
 GAINS = {"gold": "gold", "teacher": "cross"}  # eval.json gain.<name>: the student's lead over that model's predictions
@@ -82,51 +88,123 @@ def _twin(timing: dict) -> str:
     return "" if twin is None else f" (as the {twin})"
 
 
-def _speeds(params: Params, models: dict, result: dict, test: pd.DataFrame, plots: Path | None) -> dict:
-    """Time the models against the student's whole start (evaluate.speed_pairs test pairs, speed_rounds rounds):
-    ``speed`` into each one's block of ``result``, a point per model (test score, speed) into ``plots`` for
-    `dvc plots`; return the details for the machine report ({} when timing is off)."""
+def _place(result: dict, name: str) -> dict:
+    """The block of eval.json that model ``name`` reports in (the teacher's, whatever the recipe names it)."""
+    teacher_block = next(k for k in result if k not in ("bi", "baseline", "gain", "extra", "overlap", "export"))
+    block = result
+    for key in TIMED.get(name) or (teacher_block,):
+        block = block[key]
+    return block
+
+
+def _speeds(params: Params, models: dict, served: dict, result: dict, test: pd.DataFrame,
+            plots: Path | None) -> dict:
+    """Time the models and the exports (``served``) against the student's whole start in torch fp32 (evaluate.speed_*
+    settings, pldistill.speed): ``speed`` and its interval into each one's block of ``result``, a point per model
+    (test score, speed) into ``plots`` for `dvc plots`; return the details for the machine report ({} when off)."""
     ep, sp = params.evaluate, params.student
     if ep.speed_pairs == 0:
         return {}
     pairs = test.iloc[: ep.speed_pairs]
     reference = params.static.model if sp.kind == "static" else sp.model  # the whole transformer it starts from
     whole = BiEncoder.load(reference, sp.max_length, sp.trust_remote_code)
-    whole.use_backend(ep.backend)
-    # a static student, its start and its gold-only baseline are timed as their users encode; the teacher never is
-    static_sizes = {name: ep.static_batch_size for name in TIMED if name != "cross"} if sp.kind == "static" else {}
-    timed = speed.ratios(whole, {name: models[name] for name in TIMED}, list(pairs["sentence1"]),
-                         list(pairs["sentence2"]), ep.batch_size, ep.bf16, ep.speed_rounds, ep.speed_min_seconds,
-                         static_sizes)
+    whole.use_backend(ep.backend)  # as the student: torch for a timing's small calls, in fp32 (bf16 off below)
+    static = sp.kind == "static"  # a static student, its start, gold-only and exports timed as their users encode
+    everyone = {**{name: models[name] for name in TIMED}, **{f"export/{f}": m for f, m in served.items()}}
+    sizes = {name: ep.static_batch_size for name in everyone if name != "cross"} if static else {}
+    s1, s2 = list(pairs["sentence1"]), list(pairs["sentence2"])
+    with speed.threads(ep.speed_threads):  # the exports' sessions take the threads they are made with
+        timing = {**everyone, **{f"export/{f}": Served(m.folder, f) for f, m in served.items()}}
+    timed = speed.ratios(whole, timing, s1, s2, ep.batch_size, False, ep.speed_rounds, ep.speed_min_seconds,
+                         sizes, ep.speed_chunk, params.seed, ep.speed_threads)
     for t in timed.values():  # pldistill.speed's twins, by the names of the plots
         if "timed_as" in t:
-            t["timed_as"] = PLOT_NAMES.get(t["timed_as"], "reference")
+            t["timed_as"] = PLOT_NAMES.get(t["timed_as"], t["timed_as"] if t["timed_as"] in everyone else "reference")
     primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"
-    teacher_block = next(k for k in result if k not in ("bi", "baseline"))  # cross | teacher | ensemble
     rows = {}
-    for name, where in TIMED.items():
-        block = result
-        for key in where or (teacher_block,):
-            block = block[key]
-        block["speed"] = timed[name]["speed"]
+    for name in everyone:
+        block = result["export"][name.split("/", 1)[1]] if name.startswith("export/") else _place(result, name)
+        block.update({k: timed[name][k] for k in ("speed", "speed_low", "speed_high")})
         rows[name] = [timed[name]["speed"], block["test"][primary]]
-    at = f"; the static models in batches of {ep.static_batch_size}" if static_sizes else ""
-    print(f"speed, as a ratio to {reference} whole ({len(pairs)} test pairs in batches of {ep.batch_size}{at}, "
-          f"{ep.speed_rounds} rounds in turns): "
-          + ", ".join(f"{PLOT_NAMES[n]} {t['speed']}{_twin(t)}" for n, t in timed.items()), flush=True)
+    sentences = list(dict.fromkeys(s1))[:LATENCY_SENTENCES]
+    lat = speed.latency({"reference": whole, "student": models["bi"], **{n: m for n, m in everyone.items()
+                                                                        if n.startswith("export/")}},
+                        sentences, False)
+    at = f"; the static models in batches of {ep.static_batch_size}" if sizes else ""
+    cores = "every core" if ep.speed_threads is None else f"{ep.speed_threads} thread(s)"
+    print(f"speed, as a ratio to {reference} whole in torch fp32 ({len(pairs)} test pairs in turns of "
+          f"{ep.speed_chunk}, {ep.speed_rounds} rounds, batches of {ep.batch_size}{at}, {cores}; 95% intervals): "
+          + ", ".join(f"{PLOT_NAMES.get(n, n)} {t['speed']} [{t['speed_low']}, {t['speed_high']}]{_twin(t)}"
+                      for n, t in timed.items()), flush=True)
     if plots is not None:
         with atomic_dir(plots) as tmp:
             for name, row in rows.items():
-                write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", "test"], [row])  # test: the primary metric
-    return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "min_seconds": ep.speed_min_seconds,
-                      "batch_size": ep.batch_size,
-                      "bf16": str(ep.bf16), "torch_threads": torch.get_num_threads(),
-                      "tokenizers_parallelism": True, "reference": f"{reference} whole",
-                      "cpu": cpu_flags(), **{PLOT_NAMES[n]: t for n, t in timed.items()}}}
+                if not name.startswith("export/"):
+                    write_csv_rows(tmp / f"{PLOT_NAMES[name]}.csv", ["speed", "test"], [row])  # test: the primary
+            write_csv_rows(tmp / "exports.csv", ["speed", "test", "format"],
+                           [[*row, name.split("/", 1)[1]] for name, row in rows.items() if name.startswith("export/")])
+    return {"speed": {"pairs": len(pairs), "rounds": ep.speed_rounds, "chunk": ep.speed_chunk,
+                      "min_seconds": ep.speed_min_seconds, "batch_size": ep.batch_size,
+                      **({"static_batch_size": ep.static_batch_size} if sizes else {}),
+                      "reference": f"{reference} whole, torch fp32",
+                      "threads": ep.speed_threads or torch.get_num_threads(), "cores": os.cpu_count(),
+                      "tokenizers_parallelism": ep.speed_threads != 1, "cpu": cpu_flags(),
+                      **{PLOT_NAMES.get(n, n): t for n, t in timed.items()}},
+            "latency": {"batch_size": 1, "threads": torch.get_num_threads(), **lat},
+            "bytes": {"student": _weights_bytes(Path(models["bi"].name)),
+                      "reference": _weights_bytes(whole_path(reference)),
+                      **{f"export/{f}": m.bytes for f, m in served.items()}}}
+
+
+LATENCY_SENTENCES = 64  # test sentences each served model encodes one at a time, in turns, for its latency
+
+
+def whole_path(spec: str) -> Path:
+    from pldistill.models import resolve as resolve_spec
+
+    return Path(resolve_spec(spec))
+
+
+def _weights_bytes(folder: Path) -> int | None:
+    """A torch model's safetensors bytes (every module's), or None where the folder is not local."""
+    return sum(f.stat().st_size for f in folder.rglob("*.safetensors")) if folder.is_dir() else None
+
+
+def _exports(params: Params, export: Path | None, preds: dict, splits: dict, task: str, block) -> tuple[dict, dict]:
+    """Each export of models/export scored on dev and test (eval.json export.<format>), and the loaded ones."""
+    if export is None or not (export / MANIFEST).is_file():
+        return {}, {}
+    manifest = json.loads((export / MANIFEST).read_text())
+    out: dict = {"failed": dict(manifest["failed"]), "skipped": dict(manifest["skipped"])}
+    served = {}
+    for fmt, made in manifest["formats"].items():
+        try:
+            m = Served(export / fmt, fmt)
+        except Exception as err:  # cannot run here (a runtime missing): said, never served
+            out["failed"][fmt] = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err) else ''}"
+            continue
+        preds[f"export/{fmt}"] = {s: m.score(df["sentence1"], df["sentence2"], params.evaluate.batch_size,
+                                             False, progress=True) for s, df in splits.items()}
+        drift = correlation(preds[f"export/{fmt}"]["dev"], preds["bi"]["dev"])["spearman"] / 100
+        out[fmt] = {**block(f"export/{fmt}"), "bytes": made["bytes"], "drift": round(drift, 5),
+                    "gate": "passes" if drift >= params.export.gate else "fails"}
+        served[fmt] = m
+    return out, served
+
+
+def _choose(params: Params, result: dict) -> str:
+    """The fastest export that passes the drift gate and whose dev score is within export.max_drop of the student's;
+    torch (the student as it is) where none is."""
+    primary = "spearman" if "spearman" in result["bi"]["dev"] else "auc"
+    floor = result["bi"]["dev"][primary] - params.export.max_drop
+    ok = {f: b for f, b in result.get("export", {}).items() if isinstance(b, dict) and "dev" in b
+          and b["gate"] == "passes" and b["dev"][primary] >= floor}
+    return max(ok, key=lambda f: (ok[f].get("speed", 0.0), -ok[f]["bytes"])) if ok else "torch"
 
 
 def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, gold: Path, out: Path,
-             predictions: Path, cut: Path | None = None, speed_plots: Path | None = None) -> dict:
+             predictions: Path, cut: Path | None = None, speed_plots: Path | None = None, export: Path | None = None,
+             serve: Path | None = None) -> dict:
     """Write metrics/eval.json and test predictions for plots.
 
     eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}; "gain":
@@ -158,14 +236,22 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     for model in models.values():
         model.use_backend(ep.backend)
     task = datasets.task_of(params.data, train)
-    result, preds = _blocks(recipe, models, splits, train, task, ep)
+    result, preds, block = _blocks(recipe, models, splits, train, task, ep)
+    exported, served = _exports(params, export, preds, splits, task, block)
+    if exported:
+        result["export"] = exported
     if ep.gain_rounds:
         result["gain"] = _gains(preds, splits, task, ep.gain_rounds, params.seed)
     if extra:
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
-    timing = _speeds(params, models, result, splits["test"], speed_plots)
+    timing = _speeds(params, models, served, result, splits["test"], speed_plots)
+    if exported:
+        result["export"]["chosen"] = _choose(params, result)
+        if serve is not None:
+            chosen = result["export"]["chosen"]
+            serve_copy(chosen, bi if chosen == "torch" else export / chosen, serve, result, params.data.name)
     write_report(out, result)
     if timing:  # (after the report, which clears a machine file it has nothing for)
         write_json(machine_path(out), timing)
@@ -179,5 +265,6 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
 
 
 if __name__ == "__main__":
-    main(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots"],
+    main(evaluate, ["clean", "bi", "cross", "teacher", "gold", "out", "predictions", "cut", "speed_plots", "export",
+                    "serve"],
          load=load_params)

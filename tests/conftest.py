@@ -27,7 +27,8 @@ from pldistill.validate import parse_params
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
 TINY_SEED = 0  # the tiny BERT's random weights (tests/test_models.py draws them again)
-STAGES = ("download", "augment", "cut", "gold", "sample", "teacher", "embed", "label", "distill", "evaluate")
+STAGES = ("download", "augment", "cut", "gold", "sample", "teacher", "embed", "label", "distill", "export",
+          "evaluate")
 
 
 def pytest_configure(config):
@@ -169,7 +170,9 @@ def tiny(model_dir: Path) -> Params:
     student = {**train, "layers": None, "wise": False}
     return parse_params({"seed": 7, "teacher": teacher, "student": student, "sample": {"top_k": 2},
                          "embed": {"max_corpus": 40}, "label": {"batch_size": 16, "bf16": False},
-                         "evaluate": {"bf16": False, "speed_min_seconds": 0, "speed_rounds": 1}})  # timing: one pass
+                         "evaluate": {"bf16": False, "speed_min_seconds": 0, "speed_rounds": 1},  # timing: one pass
+                         # one export (tests/test_export.py makes every format): its scoring, timing and serving
+                         "export": {"formats": ["onnx-int8"], "calibration": 20}})
 
 
 @pytest.fixture
@@ -321,6 +324,7 @@ def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]
     from stages.download import download
     from stages.embed import embed
     from stages.evaluate import evaluate
+    from stages.export import export
     from stages.gold import gold
     from stages.label import label
     from stages.sample import sample
@@ -341,8 +345,10 @@ def stage_calls(root: Path) -> dict[str, tuple[Callable[..., dict], list[Path]]]
         "distill": (distill, [clean, pairs, silver, models / "teacher", root / "data/pseudo", models / "bi",
                               models / "cross", m / "distill.json", m / "student-dev.csv", m / "cycles.csv",
                               models / "embed", models / "cut"]),
+        "export": (export, [models / "bi", clean, models / "export", m / "export.json"]),
         "evaluate": (evaluate, [clean, models / "bi", models / "cross", models / "teacher", models / "gold",
-                                m / "eval.json", m / "test-predictions.csv", models / "cut", m / "speed"]),
+                                m / "eval.json", m / "test-predictions.csv", models / "cut", m / "speed",
+                                models / "export", models / "serve"]),
     }
 
 

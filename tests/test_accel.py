@@ -100,7 +100,7 @@ def test_export_is_cached_by_weights(cross, monkeypatch, tmp_path):
     pytest.importorskip("onnx")
     probe = lambda: cross._features(S1[:2], S2[:2])  # noqa: E731
     first = accel.exported("onnx", cross.model, probe, tmp_path)
-    monkeypatch.setattr(accel, "_export", lambda *a: pytest.fail("exported again: the cache was not used"))
+    monkeypatch.setattr(accel, "export_onnx", lambda *a: pytest.fail("exported again: the cache was not used"))
     assert accel.exported("onnx", cross.model, probe, tmp_path) == first
     with torch.no_grad():
         cross.model.model.classifier.bias += 1.0  # new weights, a new entry

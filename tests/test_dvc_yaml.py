@@ -72,7 +72,8 @@ def test_the_data_stages_depend_on_few_modules():
     # stage to `make run`'s warm interpreter, and runtime watches the process it came from (~35 lines more)
     assert len(modules["check"]) <= 20 and len(modules["download"]) <= 15, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2115 and lines["download"] < 2360, lines  # (< 1950, < 2270 before the warm interpreter)
+    assert lines["check"] < 2170 and lines["download"] < 2370, lines  # (< 1950, < 2270 before the warm interpreter;
+    # < 2115, < 2360 before the export section and a library's open thread pool)
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 

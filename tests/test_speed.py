@@ -1,6 +1,7 @@
-"""Speed ratios (pldistill.speed): models timed in turns against a reference; a fast model's pass repeated until
-the clock can measure it."""
+"""Speed ratios (pldistill.speed): models timed in short turns against a reference; a fast model's pass repeated
+until the clock can measure it; a competing process's added time does not move the figure."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,12 +32,36 @@ def test_a_fast_model_is_timed_over_enough_passes_and_its_ratio_is_the_cost_rati
     monkeypatch.setattr(speed.time, "perf_counter", clock)
     ref, fast, slow = Costs(clock, 0.25), Costs(clock, 1 / 64), Costs(clock, 0.5)  # exact in binary
     out = speed.ratios(ref, {"fast": fast, "slow": slow}, ["a"] * 8, ["b"] * 8, 4, False, rounds=3,
-                       min_seconds=min_seconds)
+                       min_seconds=min_seconds, chunk=4)
     assert out["fast"]["speed"] == pytest.approx(16.0) and out["slow"]["speed"] == pytest.approx(0.5)
+    assert (out["fast"]["speed_low"], out["fast"]["speed_high"]) == (16.0, 16.0)  # no noise, no width
     assert out["fast"]["passes"] == passes and out["slow"]["passes"] == 1
-    assert out["fast"]["per_round"] == [pytest.approx(16.0)] * 3
-    assert fast.calls == 1 + 3 * passes  # one warm-up pass, then each round's
-    assert out["fast"]["pairs_per_s"] == pytest.approx(8 * 64)
+    assert out["fast"]["turns"] == 3 * 2  # 3 rounds of 2 chunks of 4 pairs
+    assert fast.calls == 1 + 3 * 2 * passes  # one warm-up pass, then each turn's
+    assert out["fast"]["pairs_per_s"] == pytest.approx(8 / (2 / 64))
+
+
+class Loaded(Costs):
+    """A scorer on a machine another process shares: a turn takes its cost, plus, at random, as much again or more
+    (noise only ever adds time)."""
+
+    def __init__(self, clock: Clock, cost: float, rng: np.random.Generator):
+        super().__init__(clock, cost)
+        self.rng = rng
+
+    def score(self, s1, s2, batch_size, bf16, progress=False):
+        self.clock.t += self.cost * (1 + (self.rng.random() < 0.5) * self.rng.uniform(0.5, 2.0))
+        self.calls += 1
+
+
+def test_a_competing_process_slows_turns_at_random_and_the_speed_holds_with_an_interval_around_it(monkeypatch):
+    clock, rng = Clock(), np.random.default_rng(0)
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    ref, fast = Loaded(clock, 0.25, rng), Loaded(clock, 0.25 / 6, rng)
+    out = speed.ratios(ref, {"fast": fast}, ["a"] * 512, ["b"] * 512, 64, False, rounds=5, chunk=64)["fast"]
+    assert out["speed"] == pytest.approx(6.0, rel=0.02)  # a median of the per-turn ratios would wander
+    assert out["speed_low"] <= out["speed"] <= out["speed_high"]
+    assert out["speed_high"] - out["speed_low"] < 1.0
 
 
 def test_a_model_may_be_timed_at_its_own_batch_size(monkeypatch):
@@ -69,6 +94,20 @@ def test_models_are_timed_with_the_tokenizers_default_parallelism_and_the_stage_
     assert set(seen) == {"true"} and speed.os.environ["TOKENIZERS_PARALLELISM"] == "false"
 
 
+def test_with_one_thread_each_model_runs_on_one_core_and_the_threads_come_back(monkeypatch):
+    seen = []
+
+    class Watch(Costs):
+        def score(self, s1, s2, batch_size, bf16, progress=False):
+            seen.append((torch.get_num_threads(), speed.os.environ.get("TOKENIZERS_PARALLELISM")))
+            super().score(s1, s2, batch_size, bf16)
+
+    clock, before = Clock(), torch.get_num_threads()
+    monkeypatch.setattr(speed.time, "perf_counter", clock)
+    speed.ratios(Watch(clock, 0.25), {"m": Watch(clock, 0.5)}, ["a"], ["b"], 4, False, rounds=2, n_threads=1)
+    assert set(seen) == {(1, "false")} and torch.get_num_threads() == before
+
+
 class Keyed(Costs):
     """A scorer that says what its cost depends on."""
 
@@ -88,11 +127,11 @@ def test_models_with_the_same_cost_key_are_timed_once_and_the_references_twin_is
     other = Keyed(clock, 1 / 16, None)  # no key: always timed
     out = speed.ratios(ref, {"bi": student, "gold": gold, "start": start, "cross": teacher, "other": other},
                        ["a"] * 8, ["b"] * 8, 4, False, rounds=3)
-    assert (gold.calls, start.calls, teacher.calls) == (0, 0, 0) and student.calls == other.calls == 4
+    assert (gold.calls, start.calls, teacher.calls) == (0, 0, 0) and student.calls == other.calls == 4  # 1 + 3 turns
     assert {n: (o["speed"], o.get("timed_as")) for n, o in out.items()} == {
         "bi": (4.0, None), "gold": (4.0, "bi"), "start": (4.0, "bi"), "cross": (1.0, "reference"),
         "other": (4.0, None)}
-    assert out["gold"]["per_round"] == out["bi"]["per_round"] and out["cross"]["per_round"] == [1.0] * 3
+    assert out["gold"]["pairs_per_s"] == out["bi"]["pairs_per_s"] and out["cross"]["speed_low"] == 1.0
     # the same key at another batch size is another cost
     assert speed.twins({"a": student, "b": gold}, {"a": 4, "b": 8}) == {}
 

@@ -21,6 +21,28 @@ def small(tiny_params):
     return tiny_params.model_copy(update={"data": tiny_params.data.model_copy(update={"max_train": 60})})
 
 
+def test_evaluate_scores_times_and_serves_the_exports(chains):
+    chain = chains("augsbert")
+    result, root = chain.result, chain.root
+    block = result["export"]["onnx-int8"]
+    assert set(block) == {"dev", "test", "speed", "speed_low", "speed_high", "bytes", "drift", "gate"}
+    assert block["speed_low"] <= block["speed"] <= block["speed_high"] and block["bytes"] > 0
+    assert result["bi"]["speed_low"] <= result["bi"]["speed"] <= result["bi"]["speed_high"]
+    assert result["export"]["chosen"] in ("onnx-int8", "torch") and result["export"]["failed"] == {}
+    card = (root / "models/serve/README.md").read_text()
+    assert f"# The served student ({result['export']['chosen']})" in card
+    served = pd.read_csv(root / "metrics/speed/exports.csv").to_dict("records")
+    assert served == [{"speed": block["speed"], "test": block["test"]["spearman"], "format": "onnx-int8"}]
+    machine = json.loads((root / "metrics/machine/eval.json").read_text())
+    assert set(machine["latency"]) == {"batch_size", "threads", "reference", "student", "export/onnx-int8"}
+    assert machine["bytes"]["export/onnx-int8"] == block["bytes"] and machine["speed"]["cpu"]
+
+
+def test_a_student_that_cannot_be_exported_is_served_as_it_is(chains):
+    result = chains("dse").result  # its head scores pairs: an encoder export alone would not
+    assert "onnx-int8" in result["export"]["failed"] and result["export"]["chosen"] == "torch"
+
+
 def test_chain_writes_every_artifact_users_rely_on(chains):
     chain = chains("augsbert")
     result, root = chain.result, chain.root
@@ -37,9 +59,9 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
     auc = chains("classification")  # the primary metric, whatever the task
     assert pd.read_csv(auc.root / "metrics/speed/student.csv")["test"].tolist() == [auc.result["bi"]["test"]["auc"]]
     machine = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
-    assert machine["reference"] == f"{chain.params.student.model} whole"
+    assert machine["reference"] == f"{chain.params.student.model} whole, torch fp32"
     assert machine["rounds"] == chain.params.evaluate.speed_rounds == 1  # the tests' (params.yaml: 3)
-    assert all(len(machine[name]["per_round"]) == 1 for name in timed)
+    assert all(machine[name]["turns"] >= 1 for name in timed)
     # the tests' student is the whole tiny model, as its start and gold-only baseline: timed once, as the reference
     assert {n: machine[n].get("timed_as") for n in timed} == {
         "student": "reference", "start": "reference", "gold-only": "reference", "teacher": None}
@@ -81,7 +103,8 @@ def test_chain_writes_every_artifact_users_rely_on(chains):
 
 def unspeeded(result: dict) -> dict:
     """eval.json without its speed ratios (timed, so never the same twice)."""
-    return {k: unspeeded(v) for k, v in result.items() if k != "speed"} if isinstance(result, dict) else result
+    timed = ("speed", "speed_low", "speed_high", "chosen")  # (which export is served: the fastest, as timed)
+    return {k: unspeeded(v) for k, v in result.items() if k not in timed} if isinstance(result, dict) else result
 
 
 def test_same_seed_gives_same_artifacts(chains, tmp_path):
@@ -239,7 +262,7 @@ def test_classification_chain_reports_auc_f1_and_a_majority_baseline(chains):
     assert set(result["baseline"]) == {"start", "gold", "jaccard", "majority"}
     assert set(result["gain"]["gold"]["test"]) == {"auc", "low", "high"}  # the lead in the primary metric
     for block in (result["bi"], result["cross"], *result["baseline"].values()):
-        assert set(block) - {"speed"} == {"dev", "test", "threshold"}
+        assert set(block) - {"speed", "speed_low", "speed_high"} == {"dev", "test", "threshold"}
         assert set(block["test"]) == {"auc", "auc@0.05", "f1", "accuracy"}
     test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
     share = test["score"].mean()

@@ -32,7 +32,7 @@ def test_rows_are_data_settings_plus_their_own_and_the_table_means_seeds():
     found = experiments(shown)
     assert set(found) == {"default-s42", "default-s43", "gold-only-s42"} and found["default-s42"]["teacher"] == 82.03
     lines = table(found).splitlines()
-    assert lines[2] == "| default | 42,43 | 82.50 | 80.00 | 2.70 | 78.00 | 60.00 | 82.03 |"
+    assert lines[2] == "| default | 42,43 | 82.50 | 80.00 | 2.70 | 78.00 | 60.00 | 82.03 |"  # made before export
     assert lines[3].startswith("| gold-only | 42 | 78.00 |") and len(lines) == 4
 
 
@@ -77,3 +77,11 @@ def test_a_row_rerun_on_a_later_commit_replaces_the_earlier_run():
     shown = [{"rev": "new", "name": "main", "data": {}, "experiments": [{"revs": [_exp("default-s42", 83.4, 2.6)]}]},
              {"rev": "old", "name": None, "data": {}, "experiments": [{"revs": [_exp("default-s42", 82.0, 2.5)]}]}]
     assert experiments(shown)["default-s42"]["bi.test.spearman"] == 83.4
+
+
+def test_a_row_made_with_stage_export_shows_what_was_served_per_seed():
+    exp = _exp("serve-s42", 82.57, 2.85)
+    eval_json = exp["data"]["metrics"]["metrics/eval.json"]["data"]
+    eval_json["export"] = {"chosen": "openvino-int8", "openvino-int8": {"test": {"spearman": 82.56}, "speed": 14.0}}
+    line = table(experiments([{"rev": "abc", "name": "main", "data": {}, "experiments": [{"revs": [exp]}]}]))
+    assert line.splitlines()[2].endswith("| 82.03 | openvino-int8 82.56 at 14.0x |")

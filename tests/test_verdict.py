@@ -29,3 +29,11 @@ def test_no_gain_no_words(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pldistill.verdict", str(path)], capture_output=True, text=True,
                           check=True)
     assert done.stdout.splitlines() == verdict(_result((1.0, 0.5, 1.5), (-1.0, -2.0, 0.5)))
+
+
+def test_the_served_export_is_said_with_its_speed_and_interval():
+    result = {"bi": {"test": {"spearman": 82.57}},
+              "export": {"chosen": "openvino-int8", "openvino-int8": {
+                  "test": {"spearman": 82.56}, "speed": 12.26, "speed_low": 12.11, "speed_high": 12.42}}}
+    assert verdict(result) == ["served (models/serve): openvino-int8, test spearman 82.56 against the torch "
+                               "student's 82.57, 12.26x [12.11, 12.42] the whole start's speed"]
