@@ -121,6 +121,8 @@ ROWS["embed-v3"] = {"embed.variants": 3, "embed.epochs": 1}
 ROWS["embed-v1"] = {"embed.variants": "auto", "embed.epochs": 1}
 # the data settings only, with stage export and the speed on one thread each (docs/serving.md): what a user gets
 ROWS["serve"] = {}
+# and a static student from -S student.kind=static alone: its Model2Vec exports (float32, float16, int8)
+ROWS["serve-static"] = {"student.kind": "static"}
 # The columns read back: eval.json keys (dotted) -> the table's header.
 COLUMNS = {"bi.test.spearman": "student", "bi.dev.spearman": "dev", "bi.speed": "speed",
            "baseline.gold.test.spearman": "gold-only", "baseline.start.test.spearman": "start"}

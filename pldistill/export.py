@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -224,37 +225,38 @@ def transformer_exports(student: Path, formats: Sequence[str], out: Path, calibr
     """Each of ``formats`` into ``write(fmt, fill)``: ``fill(folder)`` puts that format's files into an empty folder
     (the caller writes it atomically, and records a failure). The fp32 graph is exported once and shared."""
     s = Student.load(student)
-    work = out.parent / f".{out.name}.work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        made: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="pldistill-export-") as scratch:  # the shared fp32 graphs
+        _exports(s, student, formats, Path(scratch), calibration, write)
 
-        def fp32() -> Path:
-            if "fp32" not in made:
-                made["fp32"] = _fp32_onnx(s, work)
-            return made["fp32"]
 
-        def optimised() -> Path:
-            if "opt" not in made:
-                made["opt"] = work / "optimised.onnx"
-                _optimised(s, fp32(), made["opt"])
-            return made["opt"]
+def _exports(s: Student, student: Path, formats: Sequence[str], work: Path, calibration: Sequence[str],
+             write: Callable[[str, Callable[[Path], None]], None]) -> None:
+    """``transformer_exports`` with a scratch folder ``work`` for the graphs the formats share."""
+    made: dict[str, Path] = {}
 
-        steps: dict[str, Callable[[Path], None]] = {
-            "onnx": lambda d: shutil.copy2(optimised(), _mkparent(d / FILES["onnx"])),
-            "onnx-int8": lambda d: _quantised(optimised(), d / FILES["onnx-int8"]),
-            "openvino": lambda d: _openvino(fp32(), d / FILES["openvino"], None),
-            "openvino-int8": lambda d: _openvino(fp32(), d / FILES["openvino-int8"],
-                                                 calibration_feeds(s, calibration)),
-        }
-        for fmt in formats:
-            def fill(d: Path, fmt: str = fmt) -> None:
-                st_layout(student, d)
-                steps[fmt](d)
-            write(fmt, fill)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    def fp32() -> Path:
+        if "fp32" not in made:
+            made["fp32"] = _fp32_onnx(s, work)
+        return made["fp32"]
+
+    def optimised() -> Path:
+        if "opt" not in made:
+            made["opt"] = work / "optimised.onnx"
+            _optimised(s, fp32(), made["opt"])
+        return made["opt"]
+
+    steps: dict[str, Callable[[Path], None]] = {
+        "onnx": lambda d: shutil.copy2(optimised(), _mkparent(d / FILES["onnx"])),
+        "onnx-int8": lambda d: _quantised(optimised(), d / FILES["onnx-int8"]),
+        "openvino": lambda d: _openvino(fp32(), d / FILES["openvino"], None),
+        "openvino-int8": lambda d: _openvino(fp32(), d / FILES["openvino-int8"],
+                                             calibration_feeds(s, calibration)),
+    }
+    for fmt in formats:
+        def fill(d: Path, fmt: str = fmt) -> None:
+            st_layout(student, d)
+            steps[fmt](d)
+        write(fmt, fill)
 
 
 def _mkparent(path: Path) -> Path:
