@@ -14,7 +14,7 @@ model_kwargs={"file_name": ...})`` looks for it):
 sentence-transformers' own export helpers go through optimum-onnx / optimum-intel, which pin transformers below
 this project's (optimum-onnx 0.1: transformers < 4.58; ours is 5.x): the same steps are done here on onnxruntime,
 openvino and nncf directly. A static student becomes Model2Vec's layout (``model2vec.StaticModel.from_pretrained``
-loads it; numpy, no torch): its table in float32, float16, and int8 with one scale a token (Model2Vec's ``weights``).
+loads it; numpy, no torch): its table in float32, float16, and int8 with one scale (Model2Vec's own int8).
 
 ONNX is protobuf and OpenVINO IR is XML and raw weights: nothing here unpickles.
 """
@@ -286,18 +286,18 @@ def static_table(student: Path) -> tuple[np.ndarray, Path, bool, str]:
     return table.astype(np.float32), first / "tokenizer.json", normalise, base or ""
 
 
-def int8_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8, one scale a row (token): ``q * scale[:, None]`` is the table again to half a step of its row.
-    A row of zeros gets scale 1 (it stays zeros)."""
-    peak = np.abs(table).max(axis=1)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float16)
-    q = np.clip(np.rint(table / scale.astype(np.float32)[:, None]), -127, 127).astype(np.int8)
-    return q, scale
+def int8_table(table: np.ndarray) -> tuple[np.ndarray, float]:
+    """Symmetric int8 with one scale for the whole table, as Model2Vec's own int8: ``q * scale`` is the table again
+    to half a step. One scale changes no cosine, and a table without per-token scales keeps Model2Vec's batched
+    path (its per-token ``weights`` run in a Python loop a sentence: 3x slower on STS-B, docs/results.md)."""
+    peak = float(np.abs(table).max())
+    scale = peak / 127.0 if peak > 0 else 1.0
+    return np.clip(np.rint(table / scale), -127, 127).astype(np.int8), scale
 
 
 def model2vec_folder(student: Path, fmt: str, dest: Path) -> None:
-    """Model2Vec's files (model.safetensors with ``embeddings`` and, for int8, ``weights``: each token's scale;
-    tokenizer.json; config.json; modules.json) for ``fmt`` into ``dest``."""
+    """Model2Vec's files (model.safetensors with ``embeddings``; tokenizer.json; config.json, with int8's one scale)
+    for ``fmt`` into ``dest``."""
     from safetensors.numpy import save_file
 
     table, tokenizer, normalise, base = static_table(student)
@@ -307,13 +307,14 @@ def model2vec_folder(student: Path, fmt: str, dest: Path) -> None:
     elif fmt == "model2vec-f16":
         tensors = {"embeddings": table.astype(np.float16)}
     elif fmt == "model2vec-int8":
-        q, scale = int8_rows(table)
-        tensors = {"embeddings": q, "weights": scale}
+        q, scale = int8_table(table)
+        tensors = {"embeddings": q}
     else:
         raise ExportError(f"{fmt}: not a static format; expected one of {', '.join(STATIC)}")
     save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(dest / "model.safetensors"))
     shutil.copy2(tokenizer, dest / "tokenizer.json")
     config = {"model_type": "model2vec", "architectures": ["StaticModel"], "tokenizer_name": base,
               "apply_pca": None, "hidden_dim": int(table.shape[1]), "max_length": None, "normalize": normalise,
-              "embedding_dtype": np.dtype(tensors["embeddings"].dtype).name}
+              "embedding_dtype": np.dtype(tensors["embeddings"].dtype).name,
+              **({"embedding_scale": scale} if fmt == "model2vec-int8" else {})}  # int8 * scale: the table
     (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")

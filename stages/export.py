@@ -1,6 +1,6 @@
 """export: the student (models/bi) in the forms a serving stack loads as they are, each in models/export/<format>
 (pldistill.export): ONNX (fp32, graph-optimised; int8), OpenVINO (fp32; int8, calibrated on the training sentences)
-for a transformer student; Model2Vec's layout (float32, float16, int8 with a scale a token) for a static one.
+for a transformer student; Model2Vec's layout (float32, float16, int8) for a static one.
 
 A format that cannot be made (a package not installed, an operation its exporter cannot take) is recorded with its
 cause in models/export/exports.json and the report, and the other formats still run. Stage evaluate scores and times
