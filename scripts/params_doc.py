@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """What params.yaml generates, params.yaml being the one place a default lives:
 - the parameter reference of docs/parameters.md: every key, its default as params.yaml writes it, and its comment
-  (a comment on the key's line, the comment lines under it, and a comment block right above it);
+  (a comment on the key's line, the comment lines under it, and a comment block right above it), with a link to its
+  entry in docs/choices.md (why the default is what it is) where it has one;
 - the defaults the parameter models (pldistill/config.py and the modules it assembles) fill a key left out with:
   pldistill/defaults_data.py (seed, data, adapt: what stage download reads, so an edit to a training default leaves
   it cached) and pldistill/defaults.py (every other section). The models hold types and checks, no default.
 
     python scripts/params_doc.py           # rewrite them from params.yaml
-    python scripts/params_doc.py --check   # exit 1 if one is out of date (tests/test_params_yaml.py checks it too)
+    python scripts/params_doc.py --check   # exit 1 if one is out of date (tests/test_params_yaml.py checks it too),
+                                           # or docs/choices.md names a key params.yaml lacks
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "parameters.md"
+CHOICES = ROOT / "docs" / "choices.md"  # a heading per section, a bullet per key: "- `sample.top_k`: ..."
 BEGIN = "<!-- generated from params.yaml by scripts/params_doc.py: edit params.yaml, then run it -->"
 END = "<!-- end of the generated reference -->"
 # The sections stage download reads (pldistill.params_data.DataSections), generated apart from the others
@@ -49,9 +52,14 @@ def keys(text: str) -> list[Key]:
     out: list[Key] = []
     stack: list[tuple[int, str]] = []
     above: list[str] = []  # a comment block right above the next key
+    depth = 0  # brackets a flow collection ({...}, [...]) has left open: its next lines hold no key
     for line in text.splitlines():
         if not line.strip():
             above = []
+            continue
+        code = "" if line.lstrip().startswith("#") else line.partition(" #")[0]
+        inside, depth = depth > 0, depth + sum(map(code.count, "[{")) - sum(map(code.count, "]}"))
+        if inside:
             continue
         if line.lstrip().startswith("#"):
             note = line.strip().lstrip("#").strip()
@@ -74,20 +82,41 @@ def keys(text: str) -> list[Key]:
     return out
 
 
-def table(text: str) -> str:
-    """The reference as a markdown table."""
+def _anchor(heading: str) -> str:
+    """A markdown heading's anchor: lower-cased, punctuation but - dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def reasons(choices: str) -> dict[str, str]:
+    """The keys docs/choices.md has a bullet for (every `key` before the bullet's first colon), each with the anchor
+    of the heading it sits under."""
+    out, anchor = {}, ""
+    for line in choices.splitlines():
+        if line.startswith("#"):
+            anchor = _anchor(line.lstrip("#"))
+        elif line.startswith("- `"):
+            out |= dict.fromkeys(re.findall(r"`([\w.]+)`", line.partition(": ")[0]), anchor)
+    return out
+
+
+def table(text: str, why: dict[str, str] | None = None) -> str:
+    """The reference as a markdown table; a key in ``why`` links to its section of docs/choices.md."""
+    why = why or {}
     rows = ["| key | default | what it is |", "|---|---|---|"]
     for k in keys(text):
         value = f"`{k.value}`" if k.value else ""
-        rows.append(f"| `{k.path}` | {value} | {k.comment.replace('|', chr(92) + '|')} |")
+        link = f" ([why](choices.md#{why[k.path]}))" if k.path in why else ""
+        rows.append(f"| `{k.path}` | {value} | {k.comment.replace('|', chr(92) + '|')}{link} |")
     return "\n".join(rows) + "\n"
 
 
-def render(doc: str, params: str) -> str:
-    """``doc`` with its generated part (between BEGIN and END) made from ``params``."""
+def render(doc: str, params: str, choices: str | None = None) -> str:
+    """``doc`` with its generated part (between BEGIN and END) made from ``params`` and ``choices`` (docs/choices.md's
+    text; read from it when None)."""
     head, _, rest = doc.partition(BEGIN)
     _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n\n{table(params)}\n{END}{tail}"
+    why = reasons(CHOICES.read_text() if choices is None else choices)
+    return f"{head}{BEGIN}\n\n{table(params, why)}\n{END}{tail}"
 
 
 def _literal(value: object, indent: int) -> str:
@@ -127,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     doc, params = DOC.read_text(), (ROOT / "params.yaml").read_text()
     if BEGIN not in doc or END not in doc:
         print(f"{DOC}: the markers {BEGIN!r} and {END!r} are missing")
+        return 1
+    unknown = sorted(set(reasons(CHOICES.read_text())) - {k.path for k in keys(params)})
+    if unknown:
+        print(f"{CHOICES.relative_to(ROOT)} has a bullet for keys params.yaml lacks: {unknown}")
         return 1
     stale = [path for path, text in generated(params, doc).items()
              if not path.is_file() or path.read_text() != text]
