@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill.export import BACKEND, FILES, STATIC, ExportError, lacking, model_bytes
+from pldistill.export import BACKEND, FILES, POOLING, STATIC, ExportError, lacking, model_bytes
 from pldistill.models import pair_embeddings
 
 
@@ -50,9 +50,7 @@ class Served:
 
         modules = json.loads((self.folder / "modules.json").read_text())
         pooling = json.loads((self.folder / "1_Pooling" / "config.json").read_text())
-        mode = next(k for k, v in {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
-                                   "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
-                                   "mean": "pooling_mode_mean_tokens"}.items() if pooling.get(v))
+        mode = next(k for k, v in POOLING.items() if pooling.get(v))  # the one flag stage export set
         normalise = any(m["type"].endswith("Normalize") for m in modules)
         max_length = json.loads((self.folder / "sentence_bert_config.json").read_text())["max_seq_length"]
         tok = AutoTokenizer.from_pretrained(str(self.folder))

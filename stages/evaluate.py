@@ -25,6 +25,7 @@ from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard, paired_gain
 from pldistill.models import BiEncoder
+from pldistill.models import resolve as resolve_spec
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import main
@@ -152,17 +153,11 @@ def _speeds(params: Params, models: dict, served: dict, result: dict, test: pd.D
                       **{PLOT_NAMES.get(n, n): t for n, t in timed.items()}},
             "latency": {"batch_size": 1, "threads": torch.get_num_threads(), **lat},
             "bytes": {"student": _weights_bytes(Path(models["bi"].name)),
-                      "reference": _weights_bytes(whole_path(reference)),
+                      "reference": _weights_bytes(Path(resolve_spec(reference))),
                       **{f"export/{f}": m.bytes for f, m in served.items()}}}
 
 
 LATENCY_SENTENCES = 64  # test sentences each served model encodes one at a time, in turns, for its latency
-
-
-def whole_path(spec: str) -> Path:
-    from pldistill.models import resolve as resolve_spec
-
-    return Path(resolve_spec(spec))
 
 
 def _weights_bytes(folder: Path) -> int | None:
