@@ -12,6 +12,7 @@ machine, not its time: an AMD EPYC without AVX-512 took 1.40-1.51x the held run'
     python benchmarks/make_run_time.py                          # HEAD: this CPU's kernels, then held to AVX2
     python benchmarks/make_run_time.py --modes avx2 --rev 71eef4a --set 'embed.variants=1'
     python benchmarks/make_run_time.py --modes avx2 --warm 1,0  # warm interpreter, then a Python a stage
+    python benchmarks/make_run_time.py --diff                   # and what each run changed against the commit
 
 ``--warm 0`` runs ``make run WARM=0``: each stage in a Python of its own, as `dvc repro` alone runs them,
 instead of one warm interpreter for them all (pldistill.warm; a commit before it has no such choice).
@@ -23,6 +24,7 @@ Nothing else should run meanwhile: on 2 cores a second job changes every figure.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -68,9 +70,41 @@ def set_params(path: Path, settings: list[str]) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+SPEED_KEYS = {"speed", "speed_low", "speed_high", "chosen"}  # measured each run, and what follows from them
+
+
+def leaves(node, path: str = "") -> dict[str, object]:
+    """A JSON document's leaves by dotted path."""
+    if isinstance(node, dict):
+        return {k: v for key, sub in node.items() for k, v in leaves(sub, f"{path}.{key}" if path else key).items()}
+    return {path: node}
+
+
+def drift(clone: Path, rev: str) -> str:
+    """What the run changed against the commit: the files `git status` lists, and in metrics/*.json the leaves
+    that differ, speed figures apart from the rest, with the largest difference among the numbers."""
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    lines = [f"  git status: {len(status)} paths changed" + (": " + ", ".join(s[3:] for s in status) if status else "")]
+    for name in sorted({s[3:] for s in status if s[3:].startswith("metrics/") and s.endswith(".json")}):
+        old = subprocess.run(["git", "show", f"{rev}:{name}"], cwd=clone, capture_output=True, text=True,
+                             check=True).stdout
+        before, after = leaves(json.loads(old)), leaves(json.loads((clone / name).read_text()))
+        changed = [k for k in after if before.get(k) != after[k]]
+        speed = [k for k in changed if k.rsplit(".", 1)[-1] in SPEED_KEYS]
+        rest = [k for k in changed if k not in speed]
+        nums = [abs(after[k] - before[k]) for k in rest
+                if isinstance(after[k], (int, float)) and isinstance(before.get(k), (int, float))]
+        lines.append(f"  {name}: {len(speed)} speed leaves changed; {len(rest)} others"
+                     + (f" (largest difference {max(nums):.4g}: " + ", ".join(
+                         f"{k} {before.get(k)} -> {after[k]}" for k in rest[:6]) + ")" if rest else ""))
+    return "\n".join(lines)
+
+
 def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Path,
-        make_args: tuple[str, ...] = ()) -> tuple[float, dict, int]:
-    """One fresh clone's `make run`: (seconds in all, seconds a stage, make's exit status)."""
+        make_args: tuple[str, ...] = (), report: bool = False) -> tuple[float, dict, int]:
+    """One fresh clone's `make run`: (seconds in all, seconds a stage, make's exit status). With ``report``,
+    prints what the run changed against the commit (its `git status` and metrics)."""
     clone, cache = work / "clone", work / "cache"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
@@ -89,6 +123,8 @@ def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Pa
     total = time.monotonic() - start
     if proc.returncode:
         print("".join(line for _, line in lines[-40:]), end="")  # the failure's own words
+    elif report:
+        print(drift(clone, rev), flush=True)
     return total, stage_seconds(lines, total), proc.returncode
 
 
@@ -121,6 +157,8 @@ def main() -> None:
     ap.add_argument("--warm", default="1", help="1 (make run's warm interpreter) and/or 0 (make run WARM=0)")
     ap.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                     help="a params.yaml setting for the clone, e.g. embed.variants=1 (repeatable)")
+    ap.add_argument("--diff", action="store_true",
+                    help="after each run, what it changed against the commit: git status and the metrics")
     args = ap.parse_args()
     modes = args.modes.split(",")
     if unknown := set(modes) - set(MODES):
@@ -146,7 +184,7 @@ def main() -> None:
             print(f"{name}: {held or 'the kernels this CPU selects'}", flush=True)
             with tempfile.TemporaryDirectory(prefix="make-run-") as work:
                 results[name] = run(rev, args.venv.resolve(), MODES[mode], args.settings, Path(work),
-                                    () if warm == "1" else ("WARM=0",))
+                                    () if warm == "1" else ("WARM=0",), args.diff)
             if results[name][2]:
                 raise SystemExit(f"{name}: make run failed (exit {results[name][2]}); the end of its output is above")
     print(table(results))
