@@ -9,10 +9,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
 from pldistill import export as ex
+from pldistill.errors import ModelError
 from pldistill.models import BiEncoder
 from pldistill.served import Served, serve_card
 from stages.evaluate import _choose
@@ -189,3 +191,30 @@ def test_evaluate_serves_the_fastest_export_within_max_drop_that_passes_the_gate
     assert _choose(_params(tiny_params, max_drop=0.0), result(**{"onnx-int8": (89.6, 7.0, "passes")})) == "torch"
     card = serve_card("onnx-int8", {**r, "export": {**r["export"], "chosen": "onnx-int8"}}, "stsb")
     assert 'backend="onnx"' in card and ex.FILES["onnx-int8"] in card and "pip install" in card
+
+
+# ---------------------------------------------------------------------------- python -m pldistill.score
+def test_score_reads_each_folder_as_the_form_it_holds(exported, student, tmp_path):
+    from pldistill.score import form
+
+    assert {fmt: form(exported[0] / fmt) for fmt in ex.TRANSFORMER} == {fmt: fmt for fmt in ex.TRANSFORMER}
+    assert form(student) == "torch"
+    with pytest.raises(ModelError, match="no such folder"):
+        form(tmp_path / "missing")
+
+
+def test_score_a_table_as_stage_evaluate_scores_it(exported, student, tmp_path, capsys):
+    from pldistill.score import main
+
+    table = tmp_path / "pairs.csv"
+    pd.DataFrame({"sentence1": S1[:8], "sentence2": S2[:8]}).to_csv(table, index=False)
+    assert main([str(exported[0] / "onnx"), "--table", str(table), "--out", str(tmp_path / "scored.csv")]) == 0
+    got = pd.read_csv(tmp_path / "scored.csv")["similarity"].to_numpy()
+    np.testing.assert_allclose(got, BiEncoder.load(str(student), 32).score(S1[:8], S2[:8], 16, False), atol=1e-4)
+    assert main([str(student), "--pair", S1[0], S2[0]]) == 0
+    assert float(capsys.readouterr().out.split()[-1]) == pytest.approx(got[0], abs=1e-4)
+    pd.DataFrame({"a": ["x"], "b": ["y"]}).to_csv(table, index=False)
+    assert main([str(student), "--table", str(table)]) == 2
+    assert "expected columns sentence1, sentence2; found ['a', 'b']" in capsys.readouterr().err
+    assert main([str(student), "--table", str(table), "--columns", "a,b"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "a,b,similarity"
