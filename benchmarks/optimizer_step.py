@@ -19,7 +19,7 @@ import time
 import pandas as pd
 import torch
 
-from pldistill import datasets
+from pldistill import datasets, pair_losses
 from pldistill.config import StepParams
 from pldistill.device import cpu_flags
 from pldistill.loop import _optimizer
@@ -39,7 +39,7 @@ def timed_steps(layers: tuple[int, ...], optimizer: str, s1: list[str], s2: list
     for i in range(steps):
         a = slice(i * batch % (len(y) - batch), i * batch % (len(y) - batch) + batch)
         t0 = time.perf_counter()
-        loss = model.cosine_mse_loss((s1[a], s2[a]), y[a])
+        loss = pair_losses.cosine_mse(model)((s1[a], s2[a]), y[a])
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from label_throughput import cpu, stsb_pairs  # run as a script: benchmarks/ is on sys.path
 
-from pldistill import datasets
+from pldistill import datasets, pair_losses
 from pldistill.config import DataParams, StudentParams
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.training import Fit
@@ -76,8 +76,9 @@ def training(kind: str, data, steps: int, rounds: int) -> dict:
         for name in ("in line", "ahead"):
             torch.manual_seed(0)
             model = (CrossModel if kind == "cross" else BiEncoder).load(MODEL, tp.max_length)
-            run = Fit(model.module, model.batch_loss, (s1, s2), y, lambda: 0.0, tp, torch.Generator().manual_seed(0),
-                      desc=f"{kind} {name}", prefetch=model.prefetch if name == "ahead" else None)
+            run = Fit(model.module, pair_losses.default(model), (s1, s2), y, lambda: 0.0, tp,
+                      torch.Generator().manual_seed(0), desc=f"{kind} {name}",
+                      prefetch=model.prefetch if name == "ahead" else None)
             model.tokens.waited = 0.0
             t0, c0 = time.perf_counter(), time.process_time()
             run.advance(steps)

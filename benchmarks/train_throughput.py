@@ -5,9 +5,9 @@
 Same model (the bundled MiniLM), same first ``--train`` STS-B training pairs (scores in [0, 1]), same
 settings (1 epoch, batch 16, lr 2e-5, 10% linear warm-up, weight decay 0.01 off biases and LayerNorm,
 gradient clipping at 1, length 128), same seed, and the same AdamW kernel (``--optim``):
-- bi-encoder, MSE of the cosine to the score: ``Fit`` with ``BiEncoder.cosine_mse_loss`` vs
+- bi-encoder, MSE of the cosine to the score: ``Fit`` with ``pair_losses.cosine_mse(BiEncoder)`` vs
   ``SentenceTransformerTrainer`` with ``CosineSimilarityLoss``;
-- cross-encoder, BCE of sigmoid(logit) to the soft score: ``Fit`` with ``CrossModel.soft_bce_loss`` vs
+- cross-encoder, BCE of sigmoid(logit) to the soft score: ``Fit`` with ``pair_losses.soft_bce(CrossModel)`` vs
   ``CrossEncoderTrainer`` with ``BinaryCrossEntropyLoss``.
 The timed part is training alone, as wall and as CPU seconds (the process's: on a machine shared with
 other jobs CPU time is the steadier measure, with one thread it is the time the work took on a core)
@@ -34,10 +34,11 @@ from pathlib import Path
 
 import torch
 
-from pldistill import datasets
+from pldistill import datasets, pair_losses
+from pldistill.bundled import resolve
 from pldistill.config import DataParams, EvaluateParams, StudentParams, TrainParams
 from pldistill.device import cpu_flags
-from pldistill.models import BiEncoder, CrossModel, resolve
+from pldistill.models import BiEncoder, CrossModel
 from pldistill.training import Fit, split_scores
 
 MODEL = "bundled:all-MiniLM-L6-v2"
@@ -48,7 +49,7 @@ def ours(kind: str, data: dict, tp: TrainParams, seed: int,
          optim: str) -> tuple[BiEncoder | CrossModel, tuple[float, float], int]:
     torch.manual_seed(seed)  # a cross-encoder's new head is drawn here, as in theirs()
     model = (BiEncoder if kind == "bi" else CrossModel).load(MODEL, tp.max_length)
-    loss = model.cosine_mse_loss if kind == "bi" else model.soft_bce_loss
+    loss = pair_losses.cosine_mse(model) if kind == "bi" else pair_losses.soft_bce(model)
     tr = data["train"]
     run = Fit(model.module, loss, (list(tr["sentence1"]), list(tr["sentence2"])), tr["score"].to_numpy(),
               lambda: 0.0, tp, torch.Generator().manual_seed(seed), desc=f"ours {kind}")

@@ -11,9 +11,26 @@ batch with one another (in-batch cosines, CoSENT) would learn from other compari
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+
+# A batch's text columns, row-aligned, as many as the data have (sentence-transformers' loss contract): (sentence,)
+# for the embedding step and the RTT ensemble's student, (s1, s2) for pairs, (anchor, positive, negative) for
+# triplets; row i of every column and of the target belong together.
+Columns = tuple[list[str], ...]
+# (columns, target) -> scalar loss
+BatchLoss = Callable[[Columns, torch.Tensor], torch.Tensor]
+# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these micro-batches
+Prefetch = Callable[[ThreadPoolExecutor, list[Columns]], None]
+
+
+def columns(texts: Columns, n: int, loss: str) -> Columns:
+    """``texts`` if it has the ``n`` columns ``loss`` learns from; otherwise a ValueError naming both counts."""
+    if len(texts) != n:
+        raise ValueError(f"{loss} learns from {n} text column{'s' if n > 1 else ''} a row, got {len(texts)}")
+    return texts
 
 
 def token_counts(tokenizer: object, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[int]:

@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, sha256_file
 
 WEIGHTS = "model.safetensors"
@@ -282,3 +283,26 @@ class _Joined(io.RawIOBase):
         for f in self._files:
             f.close()
         super().close()
+
+
+def resolve(spec: str) -> str:
+    """Turn a model spec (``bundled:<name>``, a local directory, a hub id) into something ``from_pretrained``
+    accepts, checking local weights. Here, below pldistill.models, so what only reads a spec (round-trip
+    translation's models) needs no model class."""
+    if spec.startswith("bundled:"):
+        try:
+            return str(model_path(spec.removeprefix("bundled:")))
+        except BundledError as err:
+            raise ModelError(str(err)) from None
+    path = Path(spec)
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(f"{spec}: a model must be a directory (config + safetensors), found a file")
+        if not any(path.rglob("*.safetensors")):
+            found = sorted(p.name for p in path.iterdir())[:8]
+            raise ModelError(f"{spec}: no *.safetensors weights (found {found}); pickled .bin weights are not "
+                             f"loaded. Save the model with safe_serialization=True, or use bundled:<name>")
+        return str(path)
+    if spec.count("/") > 1 or spec.startswith((".", "/")):
+        raise ModelError(f"{spec}: no such directory (and not a hub id like org/name)")
+    return spec  # a hub id, fetched by transformers when the network allows

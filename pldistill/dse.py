@@ -19,20 +19,13 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
 
 from pldistill import ahead, losses
+from pldistill.batching import BatchLoss, Columns, columns
+from pldistill.bundled import resolve
 from pldistill.config import DSE_POOLINGS
+from pldistill.device import device
+from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
-from pldistill.models import (
-    BatchLoss,
-    Columns,
-    ModelError,
-    Trainable,
-    _batched_inference,
-    columns,
-    device,
-    pair_embeddings,
-    prune_layers,
-    resolve,
-)
+from pldistill.models import _batched_inference, pair_embeddings, prune_layers
 from pldistill.numeric import sigmoid
 
 HEAD_DIR = "dse_head"
@@ -73,7 +66,7 @@ class Head(torch.nn.Module):
         return self.out(torch.relu(self.proj(h))).squeeze(-1)
 
 
-class DSE(Trainable):
+class DSE:
     """The DSE student: encode sentences once, score any pair of cached embeddings with the head."""
 
     def __init__(self, st: SentenceTransformer, head: Head, pooling: str, name: str):

@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from pldistill import losses, schemas, store
+from pldistill.batching import BatchLoss, Columns, columns
 from pldistill.config import EmbedParams
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
-from pldistill.models import BatchLoss, BiEncoder, Columns, columns
+from pldistill.models import BiEncoder
 from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher

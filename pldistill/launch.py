@@ -15,9 +15,12 @@ import os
 import runpy
 import sys
 
-import stages  # noqa: F401 -- first: it checks that this Python has the project's packages before config imports them
-from pldistill.config import ConfigError, load_params
-from pldistill.handover import die_with_parent
+from pldistill.environment import prepare
+
+prepare()  # first: this Python has the project's packages, before config imports them; under make run, hand over
+
+from pldistill.config import ConfigError, load_params  # noqa: E402
+from pldistill.handover import die_with_parent  # noqa: E402
 
 USAGE = "python -m pldistill.launch stages.<name> [--params params.yaml] <the stage's options>"
 

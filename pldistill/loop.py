@@ -2,8 +2,8 @@
 precision (bf16, or fp16 with loss scaling), gradient accumulation, mid-run checkpoints (pldistill.checkpoints)
 and DVCLive curves (pldistill.tracking); seed optimisation pauses several runs and finishes one.
 
-It trains a torch module by a ``BatchLoss`` and knows no model class: pldistill.models' models are
-``Trainable`` (pldistill.trainable: their module and their loss); pldistill.training is the entry point that
+It trains a torch module by a ``BatchLoss`` and knows no model class: a model gives its ``module``, and
+pldistill.pair_losses the loss bound to it; pldistill.training is the entry point that
 loads a model and trains it here or on sentence-transformers' trainers (pldistill.st_trainer).
 """
 
@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from pldistill import ahead, checkpoints, distributed, tracking
-from pldistill.batching import Arrange
+from pldistill.batching import Arrange, BatchLoss, Columns, Prefetch
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import bf16_auto
-from pldistill.trainable import BatchLoss, Columns, FitResult, Prefetch, out_of_patience
+from pldistill.trainable import FitResult, out_of_patience
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 

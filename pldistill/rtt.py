@@ -99,8 +99,8 @@ class Marian:
         from transformers import AutoTokenizer, MarianMTModel
 
         from pldistill.batching import length_sorted_batches
+        from pldistill.bundled import resolve
         from pldistill.device import autocast, device
-        from pldistill.models import resolve
 
         path = resolve(spec)
         try:

@@ -35,10 +35,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from pldistill import checkpoints, distributed, tracking
+from pldistill.batching import BatchLoss, Columns
 from pldistill.config import ConfigError, StepParams, TrainParams
-from pldistill.loop import FitResult, check_rows, eval_steps
+from pldistill.loop import check_rows, eval_steps
 from pldistill.models import BiEncoder, CrossModel
-from pldistill.trainable import BatchLoss, Columns, out_of_patience
+from pldistill.trainable import FitResult, out_of_patience
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"

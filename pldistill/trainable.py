@@ -1,44 +1,13 @@
-"""What the training loop needs of a model, at the bottom of the import graph: a torch ``module`` and the
-``batch_loss`` it learns by; and what a training run gives back (``FitResult``, dev curves). pldistill.models'
-classes have these without importing the loop, so the stages that only encode or score (augment, sample, cut) do
-not depend on training code; pldistill.training and pldistill.loop train them."""
+"""What a training run gives back (``FitResult``, dev curves) and when it stops early, shared by both engines
+(pldistill.loop, pldistill.st_trainer). What a run trains is a torch module and a loss over its batches' text
+columns (pldistill.batching's ``BatchLoss``; the pair losses bound to a model: pldistill.pair_losses)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from pldistill.io import write_csv_rows
-
-# A batch's text columns, row-aligned, as many as the data have (sentence-transformers' loss contract): (sentence,)
-# for the embedding step and the RTT ensemble's student, (s1, s2) for pairs, (anchor, positive, negative) for
-# triplets; row i of every column and of the target belong together.
-Columns = tuple[list[str], ...]
-# (columns, target) -> scalar loss
-BatchLoss = Callable[[Columns, torch.Tensor], torch.Tensor]
-# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these micro-batches
-Prefetch = Callable[[ThreadPoolExecutor, list[Columns]], None]
-
-
-def columns(texts: Columns, n: int, loss: str) -> Columns:
-    """``texts`` if it has the ``n`` columns ``loss`` learns from; otherwise a ValueError naming both counts."""
-    if len(texts) != n:
-        raise ValueError(f"{loss} learns from {n} text column{'s' if n > 1 else ''} a row, got {len(texts)}")
-    return texts
-
-
-class Trainable:
-    """The models that learn (bi-encoder, cross-encoder, DSE student): their torch ``module``, the ``batch_loss``
-    they learn by default, and a ``prefetch`` where they can tokenise ahead. Trained by pldistill.loop.fit
-    (``fit(model.module, model.batch_loss, ..., prefetch=model.prefetch)``) or pldistill.training."""
-
-    module: torch.nn.Module
-    batch_loss: BatchLoss
-    prefetch: Prefetch | None = None
 
 
 @dataclass

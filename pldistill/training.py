@@ -17,15 +17,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import distributed, losses, st_trainer
-from pldistill.batching import Arrange, by_length
+from pldistill import distributed, pair_losses, st_trainer
+from pldistill.batching import Arrange, BatchLoss, Columns, Prefetch, by_length
 from pldistill.config import EvaluateParams, StepParams, TrainParams
 from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
-    BatchLoss,
-    Columns,
     Fit,
-    FitResult,
-    Prefetch,
     eval_steps,
     fit,
     fit_seeds,
@@ -35,7 +31,7 @@ from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length, is_static
 from pldistill.seeding import seed_all
 from pldistill.soup import fit_soup, mix_with_start
-from pldistill.trainable import columns, write_curves  # noqa: F401  (write_curves: re-exported)
+from pldistill.trainable import FitResult, write_curves  # noqa: F401  (write_curves: re-exported)
 
 M = TypeVar("M")  # whatever model object a training run belongs to
 
@@ -107,10 +103,8 @@ def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchL
     """The loss a model of ``kind`` learns pairs by: a cross-encoder soft BCE; a bi-encoder ``loss`` (cosine:
     MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
     if kind == "cross":
-        return lambda m: m.soft_bce_loss
-    if loss == "cosent":
-        return lambda m: lambda texts, target: losses.cosent(*m.embed_columns(columns(texts, 2, "CoSENT")), target)
-    return lambda m: m.cosine_mse_loss
+        return pair_losses.soft_bce
+    return pair_losses.cosent if loss == "cosent" else pair_losses.cosine_mse
 
 
 def _train(

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from pldistill import cleaning, datasets, schemas, speed
+from pldistill.bundled import resolve as resolve_spec
 from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.cut import resolve
 from pldistill.device import cpu_flags
@@ -25,7 +26,6 @@ from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard, paired_gain
 from pldistill.models import BiEncoder
-from pldistill.models import resolve as resolve_spec
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
 from pldistill.runtime import main

@@ -5,7 +5,8 @@ from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import device, models
 from pldistill.batching import length_sorted_batches
-from pldistill.models import BiEncoder, CrossModel, ModelError, resolve
+from pldistill.bundled import resolve
+from pldistill.models import BiEncoder, CrossModel, ModelError
 
 S1 = ["a cat sits on the mat", "the stock market fell sharply today", "rain is expected tomorrow"]
 S2 = ["a kitten rests on a rug", "shares dropped on wall street", "a sunny week ahead"]

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from pldistill import pair_losses
 from pldistill.dse import DSE
-from pldistill.models import BiEncoder, CrossModel, PairModel, Trainable
+from pldistill.models import BiEncoder, CrossModel, PairModel
 from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
 from pldistill.training import dev_spearman, fit
@@ -57,8 +58,7 @@ def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
     for name in ("bi", "cross"):
         model = models[name][0]
-        assert isinstance(model, Trainable)
-        res = fit(model.module, model.batch_loss, (list(train["sentence1"]), list(train["sentence2"])),
+        res = fit(model.module, pair_losses.default(model), (list(train["sentence1"]), list(train["sentence2"])),
                   train["score"].to_numpy(), dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0),
                   desc=name, prefetch=model.prefetch)
         assert res.steps == 4 and [r["step"] for r in res.curve] == [0, 4], name

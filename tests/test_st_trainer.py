@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import Trainer
 
-from pldistill import checkpoints
+from pldistill import checkpoints, pair_losses
 from pldistill.config import ConfigError
 from pldistill.loop import eval_steps
 from pldistill.training import dev_spearman, train_model
@@ -150,7 +150,8 @@ def _cross_side(tiny_model_dir):
     torch.manual_seed(0)
     cross = CrossModel.load(str(tiny_model_dir), 32)
     pairs = make_pairs(40)
-    return cross, cross.soft_bce_loss, (list(pairs["sentence1"]), list(pairs["sentence2"])), pairs["score"].to_numpy()
+    texts = (list(pairs["sentence1"]), list(pairs["sentence2"]))
+    return cross, pair_losses.soft_bce(cross), texts, pairs["score"].to_numpy()
 
 
 SHAPES = {"sentences": _sentences_to_embeddings, "dse": _dse_student, "cross": _cross_side}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from pldistill import pair_losses
 from pldistill.metrics import correlation, jaccard
 from pldistill.models import BiEncoder
 from pldistill.training import dev_spearman, fit, fit_at
@@ -18,7 +19,7 @@ def _train(tiny_model_dir, seed, dev_fn=None):
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2}}).student
 
     score = dev_spearman(bi, dev, parse_params({"evaluate": {"bf16": False}}).evaluate)
-    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), dev_fn or score, params, torch.Generator().manual_seed(seed))
     return bi, res, score
 
@@ -52,7 +53,7 @@ def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
-    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), itertools.count(100, -1).__next__, params, torch.Generator().manual_seed(5))
     assert res.best_step == res.steps == 16 and res.best_dev == 96  # the fifth and last evaluation
     assert any(not torch.equal(a, b)
@@ -71,7 +72,7 @@ def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monke
 
     def loss(texts, y):
         seen["train"].add(bi.max_length)
-        return bi.cosine_mse_loss(texts, y)
+        return pair_losses.cosine_mse(bi)(texts, y)
 
     monkeypatch.setattr(bi, "score", spy_score)
     p = parse_params({"student": {"batch_size": 8, "max_length": 16}, "evaluate": {"bf16": False}})
@@ -123,13 +124,13 @@ def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     p = parse_params({"student": {"batch_size": 4, "epochs": 1}})
     with pytest.raises(ValueError, match=r"one row per target \(3\); got columns of \[3, 2\]"):
-        fit(bi.module, bi.cosine_mse_loss, (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
+        fit(bi.module, pair_losses.cosine_mse(bi), (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
             torch.Generator())
     with pytest.raises(TypeError, match="texts is a tuple of text columns"):  # the old (s1, s2, target, ...) call
-        fit(bi.module, bi.cosine_mse_loss, ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
+        fit(bi.module, pair_losses.cosine_mse(bi), ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
             torch.Generator())
     with pytest.raises(ValueError, match="the cosine MSE loss learns from 2 text columns a row, got 1"):
-        bi.cosine_mse_loss((["a", "b"],), torch.zeros(2))
+        pair_losses.cosine_mse(bi)((["a", "b"],), torch.zeros(2))
 
 
 def test_metrics():
@@ -163,7 +164,7 @@ def _seeded_start(tiny_model_dir, params, calls):
         calls.append(seed)
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-        return bi, Fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+        return bi, Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
                        train["score"].to_numpy(), dev_spearman(bi, dev, ep), params, gen)
 
     return start
@@ -231,7 +232,7 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
         train = make_pairs(32)
         params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1,
                                            "optimizer": opt}}).student
-        fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+        fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
             train["score"].to_numpy(), itertools.count().__next__, params, torch.Generator().manual_seed(3))
         runs[opt] = bi.module.state_dict()
     moved = [(a - b).abs().max().item() for a, b in zip(runs["adamw"].values(), runs["adamw-fused"].values())]
@@ -275,7 +276,7 @@ def _fit_scored(tiny_model_dir, dev_scores, **student):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 3, "evals_per_epoch": 2,
                                        **student}}).student
-    res = fit(bi.module, bi.cosine_mse_loss, (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), iter(dev_scores).__next__, params, torch.Generator().manual_seed(5))
     return bi, res
 

@@ -13,12 +13,12 @@ import pandas as pd
 from pldistill import cards, distributed, schemas
 from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
-from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
 from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, pruned, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
+from pldistill.trainable import FitResult
 from pldistill.training import split_scores, train_model
 
 

@@ -15,20 +15,20 @@ from typing import ClassVar
 import torch
 
 from pldistill import labelling, teachers
-from pldistill import models as models_mod
+from pldistill.bundled import resolve
 from pldistill.config import Params, TrainParams
 from pldistill.device import bf16_auto
 from pldistill.io import SKIPPED_NOTE, atomic_dir, sha256_file, write_card, write_csv_rows, write_note_dir
-from pldistill.loop import FitResult
 from pldistill.models import BiEncoder, PairModel
 from pldistill.store import digest
 from pldistill.teachers import Teacher
+from pldistill.trainable import FitResult
 
 
 def weights_digest(spec: str) -> str:
     """What identifies a model in a stored step's key: the hashes of every file of a local (or bundled) directory;
     for a hub id only its name (the hub may change a model behind a name; pin one by downloading it)."""
-    path = Path(models_mod.resolve(spec))
+    path = Path(resolve(spec))
     if not path.is_dir():
         return f"hub:{spec}"
     return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})

@@ -18,10 +18,10 @@ import yaml
 from pydantic import BaseModel
 
 from pldistill.config import Params
-from pldistill.loop import FitResult
 from pldistill.models import PairModel
 from pldistill.recipes.base import environment, weights_digest
 from pldistill.store import Steps, Store, fingerprint, portable
+from pldistill.trainable import FitResult
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: dvc.yaml, stages/, pldistill/
 STAGE = "distill"  # the stage the cycles run in

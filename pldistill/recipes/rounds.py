@@ -30,7 +30,6 @@ import pandas as pd
 from pldistill import labelling, schemas, semantic
 from pldistill.config import Params, TrainParams
 from pldistill.io import atomic_dir, write_csv_rows
-from pldistill.loop import FitResult
 from pldistill.models import BiEncoder
 from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report
@@ -39,6 +38,7 @@ from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
+from pldistill.trainable import FitResult
 from pldistill.training import split_scores, train_model
 
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs

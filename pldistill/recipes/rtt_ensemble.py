@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from pldistill import cards, labelling, losses, schemas
+from pldistill.batching import BatchLoss, Columns, columns
 from pldistill.cleaning import distinct, sentence_key
 from pldistill.config import Params
 from pldistill.io import atomic_dir, write_card
@@ -32,8 +33,7 @@ from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
 from pldistill.seeding import seed_all
-from pldistill.trainable import Columns, columns
-from pldistill.training import BatchLoss, fit_at, split_scores, write_curves
+from pldistill.training import fit_at, split_scores, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, labelling, schemas
+from pldistill import cards, labelling, pair_losses, schemas
 from pldistill.cleaning import pair_keys
 from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
@@ -39,7 +39,8 @@ from pldistill.recipes.cycles import best as best_of
 from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest
-from pldistill.training import FitResult, fit_at, split_scores
+from pldistill.trainable import FitResult
+from pldistill.training import fit_at, split_scores
 
 LABELS = "labels.parquet"  # a labelling step's file
 
@@ -163,13 +164,14 @@ class TransEncoder(Engine):
         s1, s2, y = self._read(labels)
         model = self._load_cross(start)
         # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
-        res = self._fit(model, model.soft_bce_loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
+        loss = pair_losses.soft_bce(model)
+        res = self._fit(model, loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
         self._keep(tmp, meta, model, start, res)
 
     def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str, member: int) -> None:
         s1, s2, y = self._read(labels)
         model = self._load_bi(start, member)
-        self._keep(tmp, meta, model, start, self._fit(model, model.cosine_mse_loss, s1, s2, y, self.t.bi, desc))
+        self._keep(tmp, meta, model, start, self._fit(model, pair_losses.cosine_mse(model), s1, s2, y, self.t.bi, desc))
 
     @staticmethod
     def _read(labels: Step) -> tuple[list[str], list[str], np.ndarray]:
