@@ -83,7 +83,10 @@ def config_keys(model: type, prefix: str = "") -> set[str]:
 def _params_keys() -> frozenset[str]:
     from pldistill.config import Params
 
-    return frozenset(param_keys(yaml.safe_load((ROOT / "params.yaml").read_text())) | config_keys(Params))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    typed = config_keys(Params)  # only a key section train lends counts beyond params.yaml's own
+    lent = {k for k in typed if "." in k and k.rsplit(".", 1)[1] in params.get("train", {})}
+    return frozenset(param_keys(params) | lent)
 
 
 # The changelog is history: it names keys and files of releases past. docs/bad-input.md's typo cases name a wrong key
