@@ -58,7 +58,7 @@ def stage(tmp: Path, name: str = "ready", **env: str) -> tuple[subprocess.Popen,
 
 def wait_for(path: Path, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not path.exists() or not path.stat().st_size:  # the stage writes it with write_text: created, then filled
         assert proc is None or proc.poll() is None, proc.stderr.read() if proc else ""
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.05)
