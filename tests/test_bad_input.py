@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pldistill import cleaning, datasets, models, public_sets, schemas
+from pldistill import bundled, cleaning, datasets, public_sets, schemas
 from pldistill.config import ConfigError
 from pldistill.datasets import DataError
 from pldistill.io import WriteError
@@ -308,7 +308,7 @@ def pickled_only(tmp: Path, mp: pytest.MonkeyPatch) -> Seen | None:
     (tmp / "my-model").mkdir()
     (tmp / "my-model/config.json").write_text("{}")
     (tmp / "my-model/pytorch_model.bin").write_bytes(b"\x80\x04not loaded")
-    models.resolve(str(tmp / "my-model"))
+    bundled.resolve(str(tmp / "my-model"))
     return None
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scripts import params_doc
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 TOP_FILES = ("params.yaml", "dvc.yaml", "dvc.lock", "Makefile", "pyproject.toml")
@@ -189,8 +191,7 @@ def test_a_missing_path_is_caught():
 # -------------------------------------------------------------------------------------------- links
 def anchors(text: str) -> set[str]:
     """A page's anchors: its headings' (GitHub's slugs) and its `<a id="...">` tags."""
-    heads = re.findall(r"^#+ (.*)$", text, flags=re.M)
-    slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+    slugs = {params_doc._anchor(h) for h in re.findall(r"^#+ (.*)$", text, flags=re.M)}  # the generator's rule
     return slugs | set(re.findall(r"<a id=\"([^\"]+)\"", text))
 
 
