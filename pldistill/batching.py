@@ -20,9 +20,7 @@ import torch
 # for the embedding step and the RTT ensemble's student, (s1, s2) for pairs, (anchor, positive, negative) for
 # triplets; row i of every column and of the target belong together.
 Columns = tuple[list[str], ...]
-# (columns, target) -> scalar loss
-BatchLoss = Callable[[Columns, torch.Tensor], torch.Tensor]
-# a model's ``prefetch``: tokenise ahead, in the workers, what its batch_loss asks for on these micro-batches
+# a model's ``prefetch``: tokenise ahead, in the workers, what its loss asks for on these micro-batches
 Prefetch = Callable[[ThreadPoolExecutor, list[Columns]], None]
 
 

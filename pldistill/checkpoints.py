@@ -39,7 +39,8 @@ FORMAT = 2  # bumped when the layout changes: an older checkpoint is then ignore
 STATE = "state.json"
 SCHEDULE = {"checkpoint_every", "checkpoint_seconds"}  # when a run checkpoints, not what: outside its fingerprint
 # The modules whose code decides what a training step does: a checkpoint made by other code is not resumed.
-CODE = ("loop.py", "training.py", "checkpoints.py", "losses.py", "models.py", "dse.py", "device.py")
+CODE = ("loop.py", "training.py", "checkpoints.py", "models.py", "dse.py", "device.py", "st_trainer.py",
+        *sorted(f"losses/{f.name}" for f in (Path(__file__).parent / "losses").glob("*.py")))
 
 _root: Path | None = None
 _used: set[Path] = set()

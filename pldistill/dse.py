@@ -18,8 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
 
-from pldistill import ahead, losses
-from pldistill.batching import BatchLoss, Columns, columns
+from pldistill import ahead
 from pldistill.bundled import resolve
 from pldistill.config import DSE_POOLINGS
 from pldistill.device import device
@@ -174,20 +173,6 @@ class DSE:
         if backend not in ("auto", "torch"):
             raise ModelError(f"backend {backend}: a DSE student scores on torch only; "
                              f"set evaluate.backend to auto or torch")
-
-    @property
-    def batch_loss(self) -> BatchLoss:
-        raise TypeError("a DSE student learns teacher logits mixed with gold labels: train it by "
-                        "dse_loss_fn(alpha, task)")
-
-    def dse_loss_fn(self, alpha: float, task: str) -> BatchLoss:
-        """The batch loss it learns by; target rows are [teacher logit, gold label or NaN]."""
-
-        def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
-            s1, s2 = columns(texts, 2, "the DSE loss")  # pairs
-            return losses.dse(self._logits(s1, s2), target[:, 0], target[:, 1], alpha, task)
-
-        return batch_loss
 
     def save(self, path: Path | str, card: str | None = None) -> None:
         with atomic_dir(path) as tmp:

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-import torch.nn.functional as F
 
-from pldistill import losses, schemas, store
-from pldistill.batching import BatchLoss, Columns, columns
+from pldistill import schemas, store
 from pldistill.config import EmbedParams
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
+from pldistill.losses.embedding import EmbeddingLoss
 from pldistill.models import BiEncoder
 from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
@@ -98,21 +96,9 @@ def targets(emb: np.ndarray, student_dim: int, params: EmbedParams) -> tuple[np.
     return l2_normalise(emb @ pca_projection(emb, student_dim).T), "pca"
 
 
-def embed_loss(student: BiEncoder, params: EmbedParams) -> BatchLoss:
-    """The batch loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices."""
-    terms = params.loss.split("+")
-
-    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        (sentences,) = columns(texts, 1, "the embedding step's loss")  # sentences, not pairs
-        # (batch, student dim), unit length like the targets: a student without a Normalize module learns the
-        # teacher's directions instead of spending the loss on its norm
-        emb = F.normalize(student._embed(sentences).float(), dim=-1)
-        loss = F.mse_loss(emb, target.float()) if "mse" in terms else emb.new_zeros(())
-        if "sim" in terms:
-            loss = loss + params.sim_weight * losses.cosine_matrix_mse(emb, target)
-        return loss
-
-    return batch_loss
+def embed_loss(student: BiEncoder, params: EmbedParams) -> EmbeddingLoss:
+    """The step's loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices (``params.loss``)."""
+    return EmbeddingLoss(student, params.loss.split("+"), params.sim_weight)
 
 
 def frame(sentences: list[str], emb: np.ndarray) -> pd.DataFrame:

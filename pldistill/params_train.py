@@ -108,7 +108,7 @@ class TrainParams(StepParams):
     trust_remote_code: bool
     seeds: int = Field(ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
-    soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/soup.py)
+    soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/wrappers.py)
     layers: tuple[int, ...] | None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
     # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
     # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there

@@ -1,24 +1,18 @@
-"""Training on sentence-transformers' trainers (``trainer: sentence-transformers`` in any training section), the
-second engine beside our loop (pldistill.loop) for every training in the project:
-
-- ``train``: a model loaded by its params learning pairs (``training.train_model``): ``SentenceTransformerTrainer`` +
-  ``CosineSimilarityLoss`` / ``CoSENTLoss`` for a bi-encoder, ``CrossEncoderTrainer`` + ``BinaryCrossEntropyLoss``
-  (soft labels) for a cross-encoder; the maths of our cosine MSE, CoSENT and soft BCE, in their own losses.
-- ``fit``: a model one holds learning by the loss it is given (``training.fit_at``: the embedding step, DSE's
-  student and head, Trans-Encoder's two sides, the RTT ensemble's sub-models and student) on as many text
-  columns as that loss reads. The Trainer draws the batches (row indices; a collator hands the loss the rows'
-  texts untokenised, as our loop does) and steps the optimizer over every parameter of the module the loss
-  holds, a DSE head's too (``lr_by_prefix`` as the Trainer's ``learning_rate_mapping``); its checkpoints hold
-  that whole module (``module.safetensors``), so a kept or resumed checkpoint restores the head with the encoder.
+"""Sentence-transformers' trainers (``trainer: sentence-transformers`` in any training section), the second engine
+beside our loop (pldistill.loop), behind the same one way in (pldistill.training's ``start``) and running the same
+loss modules (pldistill.losses): ``TrainerRun`` trains a model's module by its loss on as many text columns as that
+loss reads. The Trainer draws the batches (row indices; a collator hands the loss the rows' texts untokenised, as
+our loop does) and steps the optimizer over every parameter of the module the loss holds, a DSE head's too
+(``lr_by_prefix`` as the Trainer's ``learning_rate_mapping``); its checkpoints hold that whole module
+(``module.safetensors``), so a kept or resumed checkpoint restores the head with the encoder.
 
 What the rest of the pipeline relies on is kept: the same params mean the same training (epochs, batch, lr,
 linear warm-up and decay, weight decay, clipping at 1.0, AdamW kernel, precision, accumulation), dev is scored
 by our scorer, the start counts as a checkpoint (dev selection never ends below it), mid-run checkpoints resume
 a killed run (the Trainer's own, in the run's fingerprinted folder, loaded with ``weights_only``), curves go to
-DVCLive through our log, and the result is a ``FitResult``. Several processes (``processes``, our launcher):
-the Trainer's own DDP on the process group the stage joined, each rank taking ``batch_size / processes`` rows
-of every batch (``train``; ``fit``'s losses call the module past the Trainer's DDP wrapper, so ``fit`` runs on
-one process). What it cannot do: seed optimisation (it pauses runs inside our loop), refused by name.
+DVCLive through our log, and the result is a ``FitResult``. What it cannot do, refused by name: pause a run (so
+no seed optimisation, which pauses runs inside our loop), and several processes (the loss calls the model past
+the Trainer's DDP wrapper, which would leave the gradients unsynced).
 """
 
 from __future__ import annotations
@@ -35,10 +29,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from pldistill import checkpoints, distributed, tracking
-from pldistill.batching import BatchLoss, Columns
-from pldistill.config import ConfigError, StepParams, TrainParams
+from pldistill.batching import Columns
+from pldistill.config import ConfigError, StepParams
 from pldistill.loop import check_rows, eval_steps
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.losses.base import Loss
 from pldistill.trainable import FitResult, out_of_patience
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
@@ -46,18 +40,22 @@ METRIC = "eval_dev_spearman"
 MODULE = "module.safetensors"  # fit's checkpoints: the whole module the loss trains (a DSE head with its encoder)
 
 
-def refuse(params: StepParams, world: int, desc: str) -> None:
+def refuse(params: StepParams, desc: str) -> None:
     """What this trainer cannot do, named before any work."""
-    if getattr(params, "seeds", 1) > 1:
+    world = distributed.world()
+    if getattr(params, "seeds", 1) > 1 and not getattr(params, "soup", False):
         raise ConfigError(f"{desc}: seed optimisation (seeds {params.seeds}) pauses runs inside our loop; set "
-                          f"trainer: ours, or seeds: 1")
+                          f"trainer: ours, or seeds: 1, or soup: true (which finishes every seed)")
+    if world > 1:
+        raise ConfigError(f"{desc}: trainer sentence-transformers runs on one process (its loss calls the model "
+                          f"past the Trainer's DDP wrapper, which would leave the gradients unsynced); found "
+                          f"processes {world}: set this section's trainer to ours, or processes to 1")
     if getattr(params, "group_by_length", "auto") is True:
         raise ConfigError(f"{desc}: group_by_length true groups batches in our loop; sentence-transformers' trainer "
                           f"cuts its own (random): set trainer: ours, or group_by_length: auto")
-    if params.batch_size % (params.accumulate * world):
+    if params.batch_size % params.accumulate:
         raise ConfigError(f"{desc}: trainer sentence-transformers splits batch_size {params.batch_size} into "
-                          f"accumulate {params.accumulate} x processes {world} equal micro-batches; make it a "
-                          f"multiple")
+                          f"accumulate {params.accumulate} equal micro-batches; make it a multiple")
 
 
 def _evaluator(module: torch.nn.Module, score: Callable[[], float]):
@@ -127,7 +125,7 @@ def _args(params: StepParams, out: Path, seed: int, amp: str, total: int) -> dic
     never = total + 1
     return dict(
         output_dir=str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
-        per_device_train_batch_size=params.batch_size // (params.accumulate * distributed.world()),
+        per_device_train_batch_size=params.batch_size // params.accumulate,
         gradient_accumulation_steps=params.accumulate, learning_rate=params.lr,
         warmup_steps=params.warmup,  # under 1: a ratio of the steps (transformers 5)
         weight_decay=params.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear",
@@ -175,33 +173,6 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
                      seconds=time.perf_counter() - t0, curve=curve, precision=amp, stopped=stopped)
 
 
-def train(model: BiEncoder | CrossModel, params: TrainParams, s1: list[str], s2: list[str], target: np.ndarray,
-          dev_score: Callable[[], float], seed: int, desc: str, amp: str) -> FitResult:
-    """Train ``model`` (seeded and loaded by the caller) on (s1, s2, target) with sentence-transformers' own pair
-    losses; leave it at the checkpoint ``params.select`` keeps, by ``dev_score`` (as our loop's ``fit``); return the
-    run's ``FitResult``."""
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
-    from sentence_transformers.sentence_transformer.losses import CoSENTLoss, CosineSimilarityLoss
-
-    ds = Dataset.from_dict({"sentence1": list(s1), "sentence2": list(s2), "score": [float(v) for v in target]})
-
-    def make(args: dict, evaluator, callbacks: list):
-        if isinstance(model, BiEncoder):
-            return SentenceTransformerTrainer(
-                model=model.model, args=SentenceTransformerTrainingArguments(**args), train_dataset=ds,
-                loss=(CoSENTLoss if params.loss == "cosent" else CosineSimilarityLoss)(model.model),
-                evaluator=evaluator, callbacks=callbacks)
-        return CrossEncoderTrainer(
-            model=model.model, args=CrossEncoderTrainingArguments(**args), train_dataset=ds,
-            loss=BinaryCrossEntropyLoss(model.model), evaluator=evaluator, callbacks=callbacks)
-
-    key = {"s1": "\0".join(s1), "s2": "\0".join(s2), "y": torch.as_tensor(np.asarray(target))}
-    return _run(model.module, make, params, len(target), dev_score, seed, desc, amp, key)
-
-
 class _Rows:
     """The collator of ``fit``: a batch of row indices -> the rows' text columns, untokenised (the loss tokenises,
     as in our loop), and their targets as the ``label``."""
@@ -214,19 +185,6 @@ class _Rows:
     def __call__(self, rows: list[dict]) -> dict:
         idx = [r["row"] for r in rows]
         return {"texts": tuple([column[i] for i in idx] for column in self.texts), "label": self.target[idx]}
-
-
-class _Loss(torch.nn.Module):
-    """A ``BatchLoss`` as the module sentence-transformers' Trainer holds for a loss: it holds what it trains
-    (``module``; the Trainer's optimizer takes every parameter of a loss, a head's too), called here on the batch's
-    text columns rather than on features tokenised by the Trainer's collator."""
-
-    def __init__(self, module: torch.nn.Module, batch_loss: BatchLoss) -> None:
-        super().__init__()
-        self.module, self._batch_loss = module, batch_loss
-
-    def forward(self, texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        return self._batch_loss(texts, target)
 
 
 def _on_texts(base: type) -> type:
@@ -249,37 +207,49 @@ def _on_texts(base: type) -> type:
     return OnTexts
 
 
-def fit(module: torch.nn.Module, batch_loss: BatchLoss, texts: Columns, target: np.ndarray,
-        dev_score: Callable[[], float], params: StepParams, seed: int, desc: str, amp: str,
-        lr_by_prefix: dict[str, float] | None = None) -> FitResult:
-    """Train ``module`` by ``batch_loss`` on ``texts`` (its text columns) and ``target`` (a row each: a score, or an
-    embedding) on sentence-transformers' trainer; leave it at the checkpoint ``params.select`` keeps, by
-    ``dev_score``. ``lr_by_prefix``: parameters named ``<prefix>.…`` train at their own lr (as our loop's)."""
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.base.model import BaseModel
-    from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
+class TrainerRun:
+    """A run started on the Trainer, trained when ``finish`` is called: ``module`` by ``loss`` (which holds it) on
+    ``texts`` (its text columns) and ``target`` (a row each: a score, or an embedding), left at the checkpoint
+    ``params.select`` keeps, by ``dev_score``. ``lr_by_prefix``: parameters named ``<prefix>.…`` train at their own
+    lr (as our loop's). ``seed``: the Trainer's sampler and dropout."""
 
-    if distributed.world() > 1:
-        raise ConfigError(f"{desc}: trainer sentence-transformers runs this training on one process (its loss calls "
-                          f"the model past the Trainer's DDP wrapper, which would leave the gradients unsynced); "
-                          f"found processes {distributed.world()}: set this section's trainer to ours, or processes "
-                          f"to 1")
-    check_rows(texts, target, desc)
-    st = next((m for m in module.modules() if isinstance(m, BaseModel)), None)
-    if st is None:
-        raise ConfigError(f"{desc}: trainer sentence-transformers trains a sentence-transformers model; "
-                          f"{type(module).__name__} holds none: set this section's trainer to ours")
-    y = torch.as_tensor(np.asarray(target, dtype=np.float32))
-    ds = Dataset.from_dict({"row": list(range(len(y)))})
-    loss = _Loss(module, batch_loss)
-    lrs = {rf"^module\.{re.escape(prefix)}\.": lr for prefix, lr in (lr_by_prefix or {}).items()}
-    base, arguments = ((CrossEncoderTrainer, CrossEncoderTrainingArguments) if isinstance(st, CrossEncoder)
-                       else (SentenceTransformerTrainer, SentenceTransformerTrainingArguments))
+    def __init__(self, loss: Loss, texts: Columns, target: np.ndarray, dev_score: Callable[[], float],
+                 params: StepParams, seed: int, desc: str, amp: str, lr_by_prefix: dict[str, float] | None = None):
+        check_rows(texts, target, desc)
+        self.module, self.loss, self.texts, self.dev_score = loss.module, loss, texts, dev_score
+        self.params, self.seed, self.desc, self.amp, self.lr_by_prefix = params, seed, desc, amp, lr_by_prefix
+        self.total = math.ceil(len(target) / params.batch_size) * params.epochs
+        self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
+        self.seconds, self.curve = 0.0, []
 
-    def make(args: dict, evaluator, callbacks: list):
-        return _on_texts(base)(model=st, args=arguments(**args, learning_rate_mapping=lrs), train_dataset=ds,
-                               loss=loss, evaluator=evaluator, callbacks=callbacks, data_collator=_Rows(texts, y))
+    def advance(self, until: int) -> float:
+        raise ConfigError(f"{self.desc}: trainer sentence-transformers cannot pause a run (seed optimisation pauses "
+                          f"runs inside our loop); set trainer: ours")
 
-    key = {"texts": ["\0".join(column) for column in texts], "y": y, "lrs": lrs}
-    return _run(module, make, params, len(y), dev_score, seed, desc, amp, key)
+    def close(self) -> None:
+        pass
+
+    def finish(self) -> FitResult:
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+        from sentence_transformers.base.model import BaseModel
+        from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
+
+        st = next((m for m in self.module.modules() if isinstance(m, BaseModel)), None)
+        if st is None:
+            raise ConfigError(f"{self.desc}: trainer sentence-transformers trains a sentence-transformers model; "
+                              f"{type(self.module).__name__} holds none: set this section's trainer to ours")
+        ds = Dataset.from_dict({"row": list(range(len(self.y)))})
+        lrs = {rf"^module\.{re.escape(prefix)}\.": lr for prefix, lr in (self.lr_by_prefix or {}).items()}
+        base, arguments = ((CrossEncoderTrainer, CrossEncoderTrainingArguments) if isinstance(st, CrossEncoder)
+                           else (SentenceTransformerTrainer, SentenceTransformerTrainingArguments))
+
+        def make(args: dict, evaluator, callbacks: list):
+            return _on_texts(base)(model=st, args=arguments(**args, learning_rate_mapping=lrs), train_dataset=ds,
+                                   loss=self.loss, evaluator=evaluator, callbacks=callbacks,
+                                   data_collator=_Rows(self.texts, self.y))
+
+        key = {"texts": ["\0".join(column) for column in self.texts], "y": self.y, "lrs": lrs}
+        res = _run(self.module, make, self.params, len(self.y), self.dev_score, self.seed, self.desc, self.amp, key)
+        self.seconds, self.curve = res.seconds, res.curve
+        return res

@@ -28,8 +28,8 @@ from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, ModelError
 from pldistill.numeric import logit, sigmoid
-from pldistill.trainable import FitResult
-from pldistill.training import LOADERS, train_model, write_curves  # LOADERS: a kind -> its load
+from pldistill.trainable import FitResult, write_curves
+from pldistill.training import LOADERS, train_model  # LOADERS: a kind -> its load
 
 MANIFEST = "teacher.json"
 

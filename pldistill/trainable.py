@@ -1,11 +1,15 @@
-"""What a training run gives back (``FitResult``, dev curves) and when it stops early, shared by both engines
-(pldistill.loop, pldistill.st_trainer). What a run trains is a torch module and a loss over its batches' text
-columns (pldistill.batching's ``BatchLoss``; the pair losses bound to a model: pldistill.pair_losses)."""
+"""What a started training run offers (``Run``) and gives back (``FitResult``, dev curves), and when it stops
+early, shared by both engines (pldistill.loop, pldistill.st_trainer). What a run trains is a torch module by a
+loss over its batches' text columns (pldistill.losses)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+import torch
 
 from pldistill.io import write_csv_rows
 
@@ -57,3 +61,22 @@ def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -
         rows += [[offset + r["step"], r["epoch"], r["dev"], *([name] if len(curves) > 1 else [])] for r in c]
         offset += steps + 1  # the next run's step 0 gets an x of its own
     write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
+
+
+class Run(Protocol):
+    """A started training run, as pldistill.training's ``start`` gives it on either engine: ``finish`` trains to the
+    end and leaves ``module`` at the kept checkpoint; ``advance(step)`` pauses at a step (our loop's; the other
+    engine refuses it by name); ``close`` drops a paused run. ``total``, ``seconds`` and ``curve`` (one row per dev
+    evaluation) describe it so far; ``dev_score`` scores ``module`` on dev."""
+
+    module: torch.nn.Module
+    dev_score: Callable[[], float]
+    total: int
+    seconds: float
+    curve: list[dict]
+
+    def advance(self, until: int) -> float: ...
+
+    def finish(self) -> FitResult: ...
+
+    def close(self) -> None: ...

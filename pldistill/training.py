@@ -1,39 +1,30 @@
-"""The two ways in to training, each on either engine, our loop (pldistill.loop) or sentence-transformers' trainers
-(pldistill.st_trainer, a section's ``trainer: sentence-transformers``): ``train_model`` loads a model by its params
-and trains it on pairs, with ``seeds`` > 1 seed-optimised (our loop); ``fit_at`` trains a model one holds (an
-embedding step's student, a sub-model, a DSE student, a Trans-Encoder side) with the loss it is given, on as many
-text columns as that loss reads (sentences, pairs, triplets). Both select on dev Spearman; also the dev scorer
-every run is selected by.
-
-Our loop's names (``Fit``, ``fit``, ``fit_seeds``, ``FitResult``, ...) are importable from here too.
+"""The one way into training: ``start`` takes a model, its loss (pldistill.losses), the data (text columns and a
+target per row, and the dev pairs that select) and one step-params type, and gives a started run on the engine the
+params name: our loop (pldistill.loop, the default) or sentence-transformers' trainers (pldistill.st_trainer).
+``train`` is ``start`` then ``finish``. Seed optimisation, the soup and WiSE wrap started runs
+(pldistill.wrappers); ``train_model`` is the composition a training section's params describe: load the model,
+bind its pair loss, start one run per seed and wrap them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import distributed, pair_losses, st_trainer
-from pldistill.batching import Arrange, BatchLoss, Columns, Prefetch, by_length
+from pldistill import st_trainer
+from pldistill.batching import Arrange, Columns, by_length
 from pldistill.config import EvaluateParams, StepParams, TrainParams
-from pldistill.loop import (  # noqa: F401  (re-exported: our loop's names, as before the split)
-    Fit,
-    eval_steps,
-    fit,
-    fit_seeds,
-    precision,
-)
+from pldistill.loop import Fit, precision
+from pldistill.losses import pair_loss
+from pldistill.losses.base import Loss
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, CrossModel, at_length, is_static
 from pldistill.seeding import seed_all
-from pldistill.soup import fit_soup, mix_with_start
-from pldistill.trainable import FitResult, write_curves  # noqa: F401  (write_curves: re-exported)
-
-M = TypeVar("M")  # whatever model object a training run belongs to
+from pldistill.trainable import FitResult, Run
+from pldistill.wrappers import mix_with_start, seed_optimised, soup
 
 
 def dev_spearman(model: BiEncoder | CrossModel, dev: pd.DataFrame, params: EvaluateParams) -> Callable[[], float]:
@@ -52,18 +43,35 @@ def split_scores(model: BiEncoder | CrossModel, splits: dict[str, pd.DataFrame],
                               df["score"]) for name, df in splits.items()}
 
 
-def fit_at(
-    model: BiEncoder | CrossModel, batch_loss: BatchLoss, texts: Columns, target: np.ndarray, dev: pd.DataFrame,
-    params: StepParams, eval_params: EvaluateParams,
-    generator: torch.Generator, desc: str, prefetch: Prefetch | None = None,
+class _AtLength:
+    """A started run that trains with inputs truncated at ``length`` (e.g. 32 for speed) while its dev score reads
+    them at the model's own length, as evaluation will; the rest is the engine's run."""
+
+    def __init__(self, run: Fit | st_trainer.TrainerRun, model: BiEncoder | CrossModel, length: int) -> None:
+        self._run, self._model, self._length = run, model, length
+
+    def __getattr__(self, name: str):
+        return getattr(self._run, name)
+
+    def advance(self, until: int) -> float:
+        with at_length(self._model, self._length):
+            return self._run.advance(until)
+
+    def finish(self) -> FitResult:
+        with at_length(self._model, self._length):
+            return self._run.finish()
+
+
+def start(
+    model: BiEncoder | CrossModel, loss: Loss, texts: Columns, target: np.ndarray, dev: pd.DataFrame,
+    params: StepParams, eval_params: EvaluateParams, generator: torch.Generator, desc: str,
     lr_by_prefix: dict[str, float] | None = None, arrange: Arrange | None = None,
-) -> FitResult:
-    """Train a model one holds (``fit`` on its module; a DSE student too, which trains and scores as these do),
-    truncating inputs at ``params.max_length`` (e.g. 32 for speed) while dev is scored at the model's own length,
-    as evaluation will score it. ``texts``: the rows' text columns, as ``batch_loss`` reads them ((sentence,) for
-    the embedding step, (s1, s2) for pairs). ``prefetch``, ``lr_by_prefix``, ``arrange``: as ``Fit``'s.
-    ``params.trainer`` sentence-transformers: on its trainer (``st_trainer.fit``), seeded from ``generator``; no
-    prefetch and no ``arrange`` there (its sampler cuts the batches)."""
+) -> Run:
+    """Start training ``model`` (a bi- or cross-encoder, a DSE student) by ``loss`` on ``texts`` (the rows' text
+    columns, as the loss reads them: (sentence,) for the embedding step, (s1, s2) for pairs) and ``target``,
+    selected on ``dev`` Spearman, on ``params.trainer``'s engine; nothing trains until the run advances or
+    finishes. ``generator``: the batch order (ours) or the Trainer's seed. ``lr_by_prefix``: parameters named
+    ``<prefix>.…`` train at their own lr. ``arrange``: how our loop cuts batches (pldistill.batching)."""
     full = model.max_length
     score = dev_spearman(model, dev, eval_params)
 
@@ -71,14 +79,27 @@ def fit_at(
         with at_length(model, full):
             return score()
 
-    with at_length(model, params.max_length):
-        if params.trainer == "sentence-transformers":
-            st_trainer.refuse(params, 1, desc)
-            seed = int(torch.randint(2**31 - 1, (1,), generator=generator))  # the Trainer's sampler and dropout
-            return st_trainer.fit(model.module, batch_loss, texts, target, dev_score, params, seed, desc,
-                                  precision(params, desc), lr_by_prefix)
-        return fit(model.module, batch_loss, texts, target, dev_score, params, generator, desc=desc,
-                   lr_by_prefix=lr_by_prefix, prefetch=prefetch, arrange=arrange)
+    if params.trainer == "sentence-transformers":
+        st_trainer.refuse(params, desc)
+        seed = int(torch.randint(2**31 - 1, (1,), generator=generator))  # the Trainer's sampler and dropout
+        run = st_trainer.TrainerRun(loss, texts, target, dev_score, params, seed, desc, precision(params, desc),
+                                    lr_by_prefix)
+    else:
+        prefetch = model.prefetch if loss.prefetch else None
+        with at_length(model, params.max_length):  # the start's dev score is taken here
+            run = Fit(model.module, loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch,
+                      arrange)
+    return _AtLength(run, model, params.max_length)
+
+
+def train(
+    model: BiEncoder | CrossModel, loss: Loss, texts: Columns, target: np.ndarray, dev: pd.DataFrame,
+    params: StepParams, eval_params: EvaluateParams, generator: torch.Generator, desc: str,
+    lr_by_prefix: dict[str, float] | None = None, arrange: Arrange | None = None,
+) -> FitResult:
+    """``start`` then ``finish``: train a model one holds and leave it at the checkpoint ``params.select`` keeps."""
+    return start(model, loss, texts, target, dev, params, eval_params, generator, desc, lr_by_prefix,
+                 arrange).finish()
 
 
 def seeds_of(params: TrainParams, seed: int) -> list[int]:
@@ -99,38 +120,6 @@ def pair_lengths(model: BiEncoder | CrossModel, s1: list[str], s2: list[str]) ->
     return [max(a, b) for a, b in zip(model.lengths(s1), model.lengths(s2))]
 
 
-def pair_loss(kind: str, loss: str) -> Callable[[BiEncoder | CrossModel], BatchLoss]:
-    """The loss a model of ``kind`` learns pairs by: a cross-encoder soft BCE; a bi-encoder ``loss`` (cosine:
-    MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
-    if kind == "cross":
-        return pair_losses.soft_bce
-    return pair_losses.cosent if loss == "cosent" else pair_losses.cosine_mse
-
-
-def _train(
-    load: Callable[[], M], loss: Callable[[M], BatchLoss], params: TrainParams, eval_params: EvaluateParams,
-    s1: list[str], s2: list[str], target: list[float], dev: pd.DataFrame, seed: int, desc: str,
-) -> tuple[M, FitResult]:
-    if params.trainer == "sentence-transformers":
-        st_trainer.refuse(params, distributed.world(), desc)
-        seed_all(seed)  # before loading: a new head's init is drawn from it
-        model = load()
-        return model, st_trainer.train(model, params, s1, s2, np.asarray(target), dev_spearman(model, dev, eval_params),
-                                       seed, desc, precision(params, desc))
-
-    def start(s: int) -> tuple[M, Fit]:
-        _, gen = seed_all(s)  # before loading: a new head's init is drawn from it
-        model = load()
-        arrange = by_length(pair_lengths(model, s1, s2), params.batch_size, gen) if grouped(model, params) else None
-        return model, Fit(model.module, loss(model), (s1, s2), target, dev_spearman(model, dev, eval_params), params,
-                          gen, desc=desc if params.seeds == 1 else f"{desc}, seed {s}", prefetch=model.prefetch,
-                          arrange=arrange)
-
-    if params.soup:
-        return fit_soup(start, seeds_of(params, seed))
-    return fit_seeds(start, seeds_of(params, seed), params.seed_stop)
-
-
 LOADERS = {"bi": BiEncoder.load, "cross": CrossModel.load}  # a model's kind -> how it loads
 
 
@@ -138,22 +127,32 @@ def train_model(
     params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
     dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi", wise: bool = False,
 ) -> tuple[BiEncoder | CrossModel, FitResult]:
-    """Load ``params.model`` as a bi-encoder (``kind`` bi: ``params.loss``) or a cross-encoder (cross: soft BCE on
-    scores in [0, 1]) and train it on ``params.trainer``'s engine, selected on dev Spearman; with ``params.seeds``
-    > 1, seed-optimised (``fit_seeds``). ``wise``: then mixed with its start's weights where dev prefers a mix
-    (WiSE-FT, pldistill.soup; a bi-encoder: its start loads again the same, where a new head's draw would not).
-    A model one already holds trains through ``fit_at``."""
+    """A training section's pair training, composed: load ``params.model`` as a bi-encoder (``kind`` bi: its
+    ``params.loss``) or a cross-encoder (cross: soft BCE on scores in [0, 1]), ``start`` one run per seed of
+    ``params.seeds`` (each seeded before loading: a new head's init is drawn from it), and finish the best at the
+    stop (``seed_optimised``) or all of them averaged (``params.soup``); ``wise``: then mixed with its start's
+    weights where dev prefers a mix (WiSE-FT; a bi-encoder: its start loads again the same, where a new head's draw
+    would not)."""
     if wise and kind != "bi":
         raise ValueError(f"{desc}: WiSE mixes a bi-encoder with its start, which loads the same twice; a {kind} "
                          f"model's new head is drawn at load")
     load = LOADERS[kind]
 
-    def start() -> BiEncoder | CrossModel:
+    def loaded() -> BiEncoder | CrossModel:
         return load(params.model, params.max_length, params.trust_remote_code, params.layers)
 
-    model, res = _train(start, pair_loss(kind, params.loss), params, eval_params, s1, s2, target, dev, seed, desc)
+    def started(s: int) -> tuple[BiEncoder | CrossModel, Run]:
+        _, gen = seed_all(s)
+        model = loaded()
+        arrange = by_length(pair_lengths(model, s1, s2), params.batch_size, gen) if grouped(model, params) else None
+        name = desc if params.seeds == 1 else f"{desc}, seed {s}"
+        return model, start(model, pair_loss(model, params.loss), (s1, s2), target, dev, params, eval_params, gen,
+                            name, arrange=arrange)
+
+    seeds = seeds_of(params, seed)
+    model, res = soup(started, seeds) if params.soup else seed_optimised(started, seeds, params.seed_stop)
     if wise:
-        res.wise = mix_with_start(model.module, start().module.state_dict(), dev_spearman(model, dev, eval_params),
+        res.wise = mix_with_start(model.module, loaded().module.state_dict(), dev_spearman(model, dev, eval_params),
                                   res.best_dev)
         res.best_dev = res.wise["best_dev"]
     return model, res

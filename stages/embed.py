@@ -23,7 +23,7 @@ from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
-from pldistill.training import fit_at, split_scores
+from pldistill.training import split_scores, train
 from pldistill.validate import load_params
 
 
@@ -106,8 +106,8 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     start = split_scores(student, scored, ev)
     lengths = token_counts(student.model.tokenizer, sentences, None, ep.max_length) if ep.grouped else None
     arrange = by_length(lengths, ep.batch_size, gen) if lengths is not None else None
-    res = fit_at(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed",
-                 arrange=arrange)
+    res = train(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed",
+                arrange=arrange)
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",
             "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
     student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {

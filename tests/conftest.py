@@ -481,3 +481,13 @@ def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]
     yield get
     changed = sorted(name for name, chain in built.items() if _manifest(chain.root) != manifests[name])
     assert not changed, f"tests wrote into the shared chains {changed}; copy one (Chain.copy_to) before writing"
+
+
+def fit(module, loss, texts, target, dev_score, params, generator, desc="train", lr_by_prefix=None, prefetch=None,
+        arrange=None):
+    """Our loop's run on a module, started and finished (pldistill.loop's ``Fit``), for tests of the loop itself;
+    the pipeline goes in through pldistill.training's ``start``."""
+    from pldistill.loop import Fit
+
+    return Fit(module, loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch,
+               arrange).finish()

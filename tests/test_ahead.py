@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill import ahead, pair_losses
+from pldistill import ahead
+from pldistill.losses import pair_loss
 from pldistill.models import BiEncoder, CrossModel
-from pldistill.training import fit
 from pldistill.validate import parse_params
-from tests.conftest import make_pairs
+from tests.conftest import fit, make_pairs
 
 WORKER = "pldistill-tokenize"
 
@@ -81,7 +81,7 @@ def _fit(tiny_model_dir, kind, prefetch):
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "accumulate": 2}}).student
     dev = iter(range(100)).__next__  # rises: the last checkpoint is kept
-    res = fit(model.module, pair_losses.default(model), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(model.module, pair_loss(model), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), dev, params, torch.Generator().manual_seed(1),
               prefetch=model.prefetch if prefetch else None)
     return model, res, calls

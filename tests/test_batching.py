@@ -8,6 +8,7 @@ import pandas as pd
 import torch
 
 from pldistill.batching import by_length
+from pldistill.losses import CosineMSELoss
 from pldistill.validate import parse_params
 
 
@@ -82,18 +83,12 @@ def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, mo
     sizes = [1, 2, 3, 12, 13, 14, 25, 26, 27, 28, 29, 30]
     s1 = [" ".join(["word"] * n) for n in sizes]
     seen: list[list[int]] = []
-    original = training.pair_loss("bi", "cosine")
-
-    def spying(model):
-        loss = original(model)
-
-        def batch_loss(texts, target):
+    class Spying(CosineMSELoss):
+        def forward(self, texts, target):
             seen.append(sorted(len(t.split()) for t in texts[0]))
-            return loss(texts, target)
+            return super().forward(texts, target)
 
-        return batch_loss
-
-    monkeypatch.setattr(training, "pair_loss", lambda kind, loss: spying)
+    monkeypatch.setattr(training, "pair_loss", lambda model, loss: Spying(model))
     params = StudentParams(model=str(tiny_model_dir), epochs=2, batch_size=3, lr=1e-3, evals_per_epoch=1,
                            warmup=0.0, patience=None, max_length=64, layers=None, group_by_length="auto")
     dev = parse_params({}).evaluate

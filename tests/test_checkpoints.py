@@ -9,11 +9,14 @@ import textwrap
 import pytest
 import torch
 
-from pldistill import checkpoints, pair_losses
+from pldistill import checkpoints
 from pldistill.config import ConfigError
+from pldistill.loop import Fit
+from pldistill.losses import CosineMSELoss
 from pldistill.models import BiEncoder
-from pldistill.training import Fit, dev_spearman, fit_seeds
+from pldistill.training import dev_spearman
 from pldistill.validate import parse_params
+from pldistill.wrappers import seed_optimised as fit_seeds
 from tests.conftest import ROOT, make_pairs
 
 
@@ -42,7 +45,7 @@ def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
                 raise Killed
             return score() if dev_at is None else dev_at[run[0].step if run else 0]
 
-        run.append(Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        run.append(Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
                        train["score"].to_numpy(), dev_score, params, gen))
         return bi, run[0]
 
@@ -222,7 +225,7 @@ def test_accumulated_micro_batches_equal_one_batch(tiny_model_dir):
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
         params = _params(accumulate=accumulate, epochs=1, warmup=0.0)
-        run = Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        run = Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
                   train["score"].to_numpy(), lambda: 0.0, params, torch.Generator().manual_seed(3))
         run.advance(3)
         out.append((bi.module.state_dict(), run.losses))
@@ -241,7 +244,7 @@ def test_accumulated_micro_batches_equal_one_batch(tiny_model_dir):
 def test_accumulate_splits_a_batch_into_near_equal_parts(tiny_model_dir):
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     train = make_pairs(16)
-    run = Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    run = Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), lambda: 0.0, _params(accumulate=3), torch.Generator().manual_seed(0))
     assert run._micro_batches(list(range(8))) == [[0, 1], [2, 3, 4], [5, 6, 7]]
     assert run._micro_batches([0, 1]) == [[0], [1]]  # a short last batch: no empty part
@@ -252,7 +255,7 @@ def test_fp16_on_a_cpu_is_refused_by_name(tiny_model_dir):
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     train = make_pairs(8)
     with pytest.raises(ConfigError, match="precision fp16 needs a CUDA GPU.*bf16 or fp32"):
-        Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
             train["score"].to_numpy(), lambda: 0.0, _params(precision="fp16"), torch.Generator(), desc="gold")
 
 

@@ -7,20 +7,21 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from pldistill import losses
 from pldistill.dse import DSE, Head, pool
+from pldistill.losses.dse import DSELoss
+from pldistill.losses.dse import dse as dse_loss
 
 
 def test_dse_loss_mixes_teacher_and_gold_by_alpha():
     s = torch.tensor([0.0, 2.0])
     t = torch.tensor([1.0, 1.0])
     gold = torch.tensor([0.8, float("nan")])  # the second pair is silver: no gold label
-    got = losses.dse(s, t, gold, alpha=0.25, task="regression")
+    got = dse_loss(s, t, gold, alpha=0.25, task="regression")
     first = 0.25 * 1.0 + 0.75 * (0.0 - math.log(0.8 / 0.2)) ** 2  # gold on the logit scale
     assert got.item() == pytest.approx((first + 1.0) / 2)
-    got = losses.dse(s, t, torch.tensor([1.0, float("nan")]), alpha=0.5, task="classification")
+    got = dse_loss(s, t, torch.tensor([1.0, float("nan")]), alpha=0.5, task="classification")
     assert got.item() == pytest.approx((0.5 * 1.0 + 0.5 * math.log(2) + 1.0) / 2)
-    assert losses.dse(s, t, gold, alpha=1.0, task="regression").item() == pytest.approx(1.0)
+    assert dse_loss(s, t, gold, alpha=1.0, task="regression").item() == pytest.approx(1.0)
 
 
 def test_last4_pooling_leaves_out_cls_and_concatenates_layers():
@@ -68,7 +69,7 @@ def test_student_saves_loads_with_its_head_and_scores_from_cached_embeddings(tin
 def test_dse_loss_trains_the_head_and_encoder_together(tiny_model_dir):
     torch.manual_seed(0)
     dse = DSE.create(str(tiny_model_dir), "mean", hidden=8, max_length=16)
-    fn = dse.dse_loss_fn(alpha=0.5, task="regression")
+    fn = DSELoss(dse, alpha=0.5, task="regression")
     target = torch.tensor([[2.0, 0.9], [-2.0, float("nan")]])
     loss = fn((["a cat", "a dog"], ["the cat", "rain"]), target)
     loss.backward()
@@ -84,7 +85,7 @@ def test_student_fits_the_teacher_logits(tiny_model_dir):
     s1 = [f"the cat number {i}" for i in range(8)]
     s2 = [f"a {'cat' if i % 2 else 'dog'} story {i}" for i in range(8)]
     target = torch.tensor([[3.0 if i % 2 else -3.0, float("nan")] for i in range(8)])
-    fn = dse.dse_loss_fn(alpha=0.5, task="regression")
+    fn = DSELoss(dse, alpha=0.5, task="regression")
     opt = torch.optim.AdamW(dse.module.parameters(), lr=3e-3)
     dse.module.train()
     losses_seen = []

@@ -55,8 +55,9 @@ def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
     an edit to the loop or a trainer leaves them cached (`dvc status` shows only the training stages). Stage cut
     trains (static.finetune: a static start's transformer learns the gold pairs first), so it lists it."""
     training = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/teachers.py",
-                "pldistill/embedding.py", "pldistill/dse.py", "pldistill/losses.py", "pldistill/pair_losses.py",
-                "pldistill/trainable.py", "pldistill/soup.py", "pldistill/checkpoints.py"}
+                "pldistill/embedding.py", "pldistill/dse.py", "pldistill/trainable.py", "pldistill/wrappers.py",
+                "pldistill/checkpoints.py",
+                *(f"pldistill/losses/{f.name}" for f in (ROOT / "pldistill/losses").glob("*.py"))}
     assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))
 
 
@@ -196,8 +197,8 @@ def test_dvc_status_after_a_training_edit_reruns_no_data_stage(tmp_path):
                         for path in entry["changed deps"] if path.endswith(".py")} for stage in stages}
 
     before = changed_code()  # (code edited since the last `dvc repro`, if any: not this test's edit)
-    edited = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/losses.py",
-              "pldistill/pair_losses.py", "pldistill/trainable.py"}
+    edited = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/losses/base.py",
+              "pldistill/losses/cosine_mse.py", "pldistill/trainable.py", "pldistill/wrappers.py"}
     for f in edited:
         with (tmp_path / f).open("a") as out:
             out.write("# an edit\n")

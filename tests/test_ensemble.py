@@ -9,6 +9,8 @@ import torch
 
 from pldistill import schemas
 from pldistill.config import ConfigError
+from pldistill.losses.ensemble import EnsembleDistillLoss
+from pldistill.losses.info_nce import SimCSELoss
 from pldistill.models import BiEncoder, ModelError
 from pldistill.recipes import rtt_ensemble as ensemble
 from pldistill.validate import parse_params
@@ -67,7 +69,7 @@ def test_ensemble_load_names_what_is_wrong(two_members, tmp_path):
 def test_simcse_dropout_views_differ_in_training_and_agree_in_eval(tiny_model_dir):
     model = BiEncoder.load(str(tiny_model_dir), 32)
     sents = [f"sentence number {i} about {w}" for i, w in enumerate(["cats", "dogs", "rain", "cars"])]
-    loss = ensemble.simcse_loss(model, 0.05)
+    loss = SimCSELoss(model, 0.05)
     target = torch.zeros(len(sents))
     model.module.train()
     torch.manual_seed(0)
@@ -93,15 +95,15 @@ def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
         raw = model._embed(sents)
         assert not torch.allclose(raw.norm(dim=-1), torch.ones(3))  # the tiny model has no Normalize module
         own = F.normalize(raw, dim=-1)
-        same = ensemble.distill_loss(model, 0.1, 0.3)((sents,), own)  # the student's raw norm does not matter
+        same = EnsembleDistillLoss(model, 0.1, 0.3)((sents,), own)  # the student's raw norm does not matter
         info = F.cross_entropy(F.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
         torch.manual_seed(0)
         other = F.normalize(torch.randn_like(own), dim=-1)
-        only_mae = ensemble.distill_loss(model, 0.0, 0.3)((sents,), other)
+        only_mae = EnsembleDistillLoss(model, 0.0, 0.3)((sents,), other)
         assert only_mae.item() == pytest.approx((own - other).norm(dim=-1).mean().item(), rel=1e-5)
         # InfoNCE rows are the student's sentences, columns the teacher's: not the transpose
         sim = F.cosine_similarity(own.unsqueeze(1), other.unsqueeze(0), dim=-1) / 0.3
-        only_nce = ensemble.distill_loss(model, 1.0, 0.3)((sents,), other)
+        only_nce = EnsembleDistillLoss(model, 1.0, 0.3)((sents,), other)
         assert only_nce.item() == pytest.approx(F.cross_entropy(sim, torch.arange(3)).item(), rel=1e-5)
         assert only_nce.item() != pytest.approx(F.cross_entropy(sim.T, torch.arange(3)).item(), rel=1e-3)
     assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-4)  # MAE to itself is 0

@@ -2,8 +2,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pldistill import losses
-from pldistill.losses import cosent, cosine_mse, soft_bce
+from pldistill.losses.cosent import cosent
+from pldistill.losses.cosine_mse import cosine_mse
+from pldistill.losses.ensemble import embedding_distill, embedding_mae
+from pldistill.losses.info_nce import info_nce
+from pldistill.losses.soft_bce import soft_bce
 
 
 def test_cosine_mse_is_zero_at_target_and_positive_elsewhere():
@@ -27,28 +30,28 @@ def test_soft_bce_matches_formula_and_is_minimal_at_target():
 def test_info_nce_is_low_when_each_row_matches_its_partner_only():
     torch.manual_seed(0)
     a = torch.nn.functional.normalize(torch.randn(8, 16), dim=-1)
-    matched = losses.info_nce(a, a, temperature=0.05)
-    shuffled = losses.info_nce(a, a.roll(1, dims=0), temperature=0.05)
+    matched = info_nce(a, a, temperature=0.05)
+    shuffled = info_nce(a, a.roll(1, dims=0), temperature=0.05)
     assert matched.item() < 0.1 < shuffled.item()
     # Temperature 1 on identical rows: cross-entropy of softmax over cosines, computed by hand for row 0.
     sims = a @ a.T
     expected = -torch.log_softmax(sims, dim=1).diag().mean()
-    assert losses.info_nce(a, a, 1.0).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert info_nce(a, a, 1.0).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
 def test_embedding_mae_is_the_mean_distance():
     s = torch.zeros(2, 3)
     t = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
-    assert losses.embedding_mae(s, t).item() == pytest.approx((5.0 + 1.0) / 2)
+    assert embedding_mae(s, t).item() == pytest.approx((5.0 + 1.0) / 2)
 
 
 def test_embedding_distill_mixes_mae_and_infonce_of_the_normalised_student():
     g = torch.Generator().manual_seed(0)
     student, teacher = torch.randn(6, 8, generator=g) * 3, F.normalize(torch.randn(6, 8, generator=g), dim=-1)
     s = F.normalize(student, dim=-1)
-    want = 0.9 * losses.embedding_mae(s, teacher) + 0.1 * losses.info_nce(s, teacher, 0.3)
-    assert torch.isclose(losses.embedding_distill(student, teacher, 0.1, 0.3), want)
-    assert losses.embedding_distill(teacher * 5, teacher, 0.0, 0.3).item() < 1e-6  # the norm does not count
+    want = 0.9 * embedding_mae(s, teacher) + 0.1 * info_nce(s, teacher, 0.3)
+    assert torch.isclose(embedding_distill(student, teacher, 0.1, 0.3), want)
+    assert embedding_distill(teacher * 5, teacher, 0.0, 0.3).item() < 1e-6  # the norm does not count
 
 
 def test_cosent_is_log_one_plus_the_sum_over_misordered_pairs():

@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill import pair_losses
 from pldistill.dse import DSE
+from pldistill.losses import pair_loss
+from pldistill.losses.dse import DSELoss
 from pldistill.models import BiEncoder, CrossModel, PairModel
 from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
-from pldistill.training import dev_spearman, fit
+from pldistill.training import dev_spearman
 from pldistill.validate import parse_params
-from tests.conftest import make_pairs
+from tests.conftest import fit, make_pairs
 
 S1 = ["a cat sits on the mat", "the stock fell sharply", "a man plays the guitar"]
 S2 = ["a cat is on a mat", "markets rose today", "someone plays guitar"]
@@ -58,14 +59,14 @@ def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
     for name in ("bi", "cross"):
         model = models[name][0]
-        res = fit(model.module, pair_losses.default(model), (list(train["sentence1"]), list(train["sentence2"])),
+        res = fit(model.module, pair_loss(model), (list(train["sentence1"]), list(train["sentence2"])),
                   train["score"].to_numpy(), dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0),
                   desc=name, prefetch=model.prefetch)
         assert res.steps == 4 and [r["step"] for r in res.curve] == [0, 4], name
     dse = models["dse"][0]
-    with pytest.raises(TypeError, match="dse_loss_fn"):  # its loss needs alpha and the task
-        fit(dse.module, dse.batch_loss, (S1, S2), np.zeros((3, 2)), lambda: 0.0, params, torch.Generator())
+    with pytest.raises(TypeError, match="DSELoss"):  # its loss needs alpha and the task
+        pair_loss(dse)
     target = np.stack([np.zeros(32), train["score"].to_numpy()], axis=1)  # [teacher logit, gold]
-    res = fit(dse.module, dse.dse_loss_fn(0.5, "regression"), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(dse.module, DSELoss(dse, 0.5, "regression"), (list(train["sentence1"]), list(train["sentence2"])),
               target, lambda: 0.0, params, torch.Generator().manual_seed(0))
     assert res.steps == 4

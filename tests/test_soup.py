@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from pldistill.models import BiEncoder
-from pldistill.soup import WISE_GRID, average, fit_soup, interpolate, mix_with_start
 from pldistill.trainable import FitResult
 from pldistill.training import train_model
 from pldistill.validate import parse_params
+from pldistill.wrappers import WISE_GRID, average, interpolate, mix_with_start
+from pldistill.wrappers import soup as fit_soup
 from tests.conftest import make_pairs
 
 

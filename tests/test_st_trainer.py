@@ -5,9 +5,11 @@ import pytest
 import torch
 from transformers import Trainer
 
-from pldistill import checkpoints, pair_losses
+from pldistill import checkpoints
 from pldistill.config import ConfigError
 from pldistill.loop import eval_steps
+from pldistill.losses import SoftBCELoss
+from pldistill.losses.dse import DSELoss
 from pldistill.training import dev_spearman, train_model
 from pldistill.validate import parse_params
 from tests.conftest import make_pairs
@@ -47,7 +49,7 @@ def test_same_seed_same_model(tiny_model_dir):
 def test_what_it_cannot_do_is_refused_by_name(tiny_model_dir):
     with pytest.raises(ConfigError, match="seed optimisation .* set trainer: ours"):
         _train(tiny_model_dir, seeds=2)
-    with pytest.raises(ConfigError, match="batch_size 8 into accumulate 3 x processes 1 equal micro-batches"):
+    with pytest.raises(ConfigError, match="batch_size 8 into accumulate 3 equal micro-batches"):
         _train(tiny_model_dir, accumulate=3)
     with pytest.raises(ConfigError, match="group_by_length true groups batches in our loop; sentence-transformers"):
         _train(tiny_model_dir, group_by_length=True)  # auto: its sampler's random batches
@@ -89,10 +91,11 @@ def test_a_killed_run_resumes_from_the_trainers_checkpoint(tiny_model_dir, tmp_p
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # removed once the block succeeded
 
 
-# fit: a model one holds, any loss, any number of text columns (training.fit_at with trainer sentence-transformers)
+# a model one holds, any loss, any number of text columns (training.train with trainer sentence-transformers)
 
 def _step(**over):
-    """A training section's steps (params.yaml's embed section, as fit_at reads them), small, on the Trainer."""
+    """A training section's steps (params.yaml's embed section, as training.train reads them), small, on the
+    Trainer."""
     from pldistill.params_train import StepParams
     small = {"epochs": 2, "batch_size": 8, "lr": 2e-3, "max_length": 32, "evals_per_epoch": 2,
              "trainer": "sentence-transformers"}
@@ -102,7 +105,7 @@ def _step(**over):
 
 def _fit_at(model, loss, texts, target, **step):
     from pldistill.seeding import seed_all
-    from pldistill.training import fit_at
+    from pldistill.training import train as fit_at
     p = _params_for_eval()
     _, gen = seed_all(7)
     return fit_at(model, loss, texts, target, make_pairs(24, offset=100), _step(**step), p.evaluate, gen, "test",
@@ -124,11 +127,8 @@ def _sentences_to_embeddings(tiny_model_dir):
     torch.manual_seed(1)
     student = BiEncoder.load(str(tiny_model_dir), 32, layers=(1,))
 
-    def loss(texts, y):
-        (s,) = texts
-        return torch.nn.functional.mse_loss(torch.nn.functional.normalize(student._embed(s).float(), dim=-1), y)
-
-    return student, loss, (sentences,), target
+    from pldistill.losses.embedding import EmbeddingLoss
+    return student, EmbeddingLoss(student, ["mse"], 0.0), (sentences,), target
 
 
 def _dse_student(tiny_model_dir):
@@ -141,7 +141,7 @@ def _dse_student(tiny_model_dir):
     dse._lrs = {"head": 1e-2}
     pairs = make_pairs(40)
     target = np.stack([pairs["score"].to_numpy() * 8 - 4, pairs["score"].to_numpy()], axis=1).astype(np.float32)
-    return dse, dse.dse_loss_fn(0.5, "regression"), (list(pairs["sentence1"]), list(pairs["sentence2"])), target
+    return dse, DSELoss(dse, 0.5, "regression"), (list(pairs["sentence1"]), list(pairs["sentence2"])), target
 
 
 def _cross_side(tiny_model_dir):
@@ -151,7 +151,7 @@ def _cross_side(tiny_model_dir):
     cross = CrossModel.load(str(tiny_model_dir), 32)
     pairs = make_pairs(40)
     texts = (list(pairs["sentence1"]), list(pairs["sentence2"]))
-    return cross, pair_losses.soft_bce(cross), texts, pairs["score"].to_numpy()
+    return cross, SoftBCELoss(cross), texts, pairs["score"].to_numpy()
 
 
 SHAPES = {"sentences": _sentences_to_embeddings, "dse": _dse_student, "cross": _cross_side}
@@ -204,7 +204,7 @@ def test_fit_at_on_the_trainer_resumes_a_killed_run_head_and_all(tiny_model_dir,
 def test_fit_at_on_the_trainer_refuses_several_processes_by_name(tiny_model_dir, monkeypatch):
     from pldistill import distributed
     monkeypatch.setattr(distributed, "world", lambda: 2)
-    with pytest.raises(ConfigError, match="runs this training on one process .* set this section's trainer to ours"):
+    with pytest.raises(ConfigError, match="runs on one process .* set this section's trainer to ours"):
         _fit_at(*_cross_side(tiny_model_dir))
 
 
@@ -234,3 +234,12 @@ def test_patience_stops_both_engines_at_the_same_evaluation(tiny_model_dir, monk
     _, res, _ = _train(tiny_model_dir, epochs=3, patience=1.0, trainer=trainer)
     assert [r["step"] for r in res.curve] == [0, 2, 5, 8] and (res.steps, res.best_step, res.best_dev) == (8, 2, 20)
     assert res.stopped == "at step 8 of 15: dev has not passed 20.00 (step 2) for 1.20 epochs, more than patience 1"
+
+
+def test_a_soup_wraps_the_trainers_runs_as_it_wraps_ours(tiny_model_dir):
+    """The soup finishes every seed's run, which the Trainer can do (it cannot pause one, as seed optimisation
+    would): two seeds trained to the end on the Trainer, their average kept only where dev prefers it."""
+    _, res, score = _train(tiny_model_dir, seeds=2, soup=True)
+    assert [t["seed"] for t in res.soup["trials"]] == [42, 43]
+    assert res.best_dev == max(res.soup["soup_dev"], *(t["best_dev"] for t in res.soup["trials"]))
+    assert abs(score() - res.best_dev) < 1e-6

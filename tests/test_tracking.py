@@ -6,11 +6,11 @@ import csv
 import pytest
 import torch
 
-from pldistill import pair_losses, tracking
+from pldistill import tracking
+from pldistill.losses import CosineMSELoss
 from pldistill.models import BiEncoder
-from pldistill.training import fit
 from pldistill.validate import parse_params
-from tests.conftest import make_pairs
+from tests.conftest import fit, make_pairs
 
 
 def _rows(path):
@@ -26,7 +26,7 @@ def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_
         for seed in (1, 2):  # two runs in one stage: 4 steps each
             torch.manual_seed(seed)
             bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-            res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+            res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
                       train["score"].to_numpy(), lambda: 50.0, params, torch.Generator().manual_seed(seed))
     metrics = live / "plots/metrics"
     loss = _rows(metrics / "train/loss.tsv")

@@ -4,12 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill import pair_losses
+from pldistill.losses import CosineMSELoss, Loss, pair_loss
+from pldistill.losses.cosent import cosent
+from pldistill.losses.cosine_mse import cosine_mse
 from pldistill.metrics import correlation, jaccard
 from pldistill.models import BiEncoder
-from pldistill.training import dev_spearman, fit, fit_at
+from pldistill.training import dev_spearman
+from pldistill.training import train as fit_at
 from pldistill.validate import parse_params
-from tests.conftest import make_pairs
+from tests.conftest import fit, make_pairs
 
 
 def _train(tiny_model_dir, seed, dev_fn=None):
@@ -19,7 +22,7 @@ def _train(tiny_model_dir, seed, dev_fn=None):
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2}}).student
 
     score = dev_spearman(bi, dev, parse_params({"evaluate": {"bf16": False}}).evaluate)
-    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), dev_fn or score, params, torch.Generator().manual_seed(seed))
     return bi, res, score
 
@@ -53,7 +56,7 @@ def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
-    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), itertools.count(100, -1).__next__, params, torch.Generator().manual_seed(5))
     assert res.best_step == res.steps == 16 and res.best_dev == 96  # the fifth and last evaluation
     assert any(not torch.equal(a, b)
@@ -70,9 +73,12 @@ def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monke
         seen["dev"].add(bi.max_length)
         return score(*args, **kwargs)
 
-    def loss(texts, y):
-        seen["train"].add(bi.max_length)
-        return pair_losses.cosine_mse(bi)(texts, y)
+    class Spy(CosineMSELoss):
+        def forward(self, texts, y):
+            seen["train"].add(bi.max_length)
+            return super().forward(texts, y)
+
+    loss = Spy(bi)
 
     monkeypatch.setattr(bi, "score", spy_score)
     p = parse_params({"student": {"batch_size": 8, "max_length": 16}, "evaluate": {"bf16": False}})
@@ -89,9 +95,14 @@ def test_sentences_train_as_one_column_each_row_once(tiny_model_dir):
     target = torch.nn.functional.normalize(torch.randn(16, bi.dim), dim=-1).numpy()
     seen: list[tuple[int, object]] = []
 
-    def loss(texts, y):
-        seen.append(tuple(len(column) for column in texts))
-        return ((bi._embed(texts[0]) - y) ** 2).mean()
+    class Sentences(Loss):
+        columns = 1
+
+        def forward(self, texts, y):
+            seen.append(tuple(len(column) for column in texts))
+            return ((bi._embed(texts[0]) - y) ** 2).mean()
+
+    loss = Sentences(bi)
 
     p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
     fit_at(bi, loss, (sentences,), target, make_pairs(8, offset=100), p.student, p.evaluate,
@@ -108,11 +119,16 @@ def test_a_loss_reads_as_many_text_columns_as_the_data_have(tiny_model_dir):
     texts = (list(rows["sentence1"]), list(rows["sentence2"]), [f"unrelated {i}" for i in range(16)])
     seen: list[tuple[str, ...]] = []
 
-    def triplet(cols, y):  # a margin loss: the anchor nearer its positive than its negative
-        seen.extend(zip(*cols))
-        a, pos, neg = bi.embed_columns(cols)  # (batch, dim) each
-        cos = torch.nn.functional.cosine_similarity
-        return torch.relu(cos(a, neg) - cos(a, pos) + 0.5).mean()
+    class Triplet(Loss):  # a margin loss: the anchor nearer its positive than its negative
+        columns = 3
+
+        def forward(self, cols, y):
+            seen.extend(zip(*cols))
+            a, pos, neg = bi.embed_columns(self.texts(cols))  # (batch, dim) each
+            cos = torch.nn.functional.cosine_similarity
+            return torch.relu(cos(a, neg) - cos(a, pos) + 0.5).mean()
+
+    triplet = Triplet(bi)
 
     p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
     fit_at(bi, triplet, texts, np.zeros(16, np.float32), make_pairs(8, offset=100), p.student, p.evaluate,
@@ -124,13 +140,13 @@ def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     p = parse_params({"student": {"batch_size": 4, "epochs": 1}})
     with pytest.raises(ValueError, match=r"one row per target \(3\); got columns of \[3, 2\]"):
-        fit(bi.module, pair_losses.cosine_mse(bi), (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
+        fit(bi.module, CosineMSELoss(bi), (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
             torch.Generator())
     with pytest.raises(TypeError, match="texts is a tuple of text columns"):  # the old (s1, s2, target, ...) call
-        fit(bi.module, pair_losses.cosine_mse(bi), ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
+        fit(bi.module, CosineMSELoss(bi), ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
             torch.Generator())
     with pytest.raises(ValueError, match="the cosine MSE loss learns from 2 text columns a row, got 1"):
-        pair_losses.cosine_mse(bi)((["a", "b"],), torch.zeros(2))
+        CosineMSELoss(bi)((["a", "b"],), torch.zeros(2))
 
 
 def test_metrics():
@@ -164,14 +180,14 @@ def _seeded_start(tiny_model_dir, params, calls):
         calls.append(seed)
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-        return bi, Fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        return bi, Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
                        train["score"].to_numpy(), dev_spearman(bi, dev, ep), params, gen)
 
     return start
 
 
 def test_seed_optimisation_finishes_the_best_seed_at_the_stop_as_if_it_ran_alone(tiny_model_dir):
-    from pldistill.training import fit_seeds
+    from pldistill.wrappers import seed_optimised as fit_seeds
 
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
@@ -196,7 +212,7 @@ def test_seed_optimisation_finishes_the_best_seed_at_the_stop_as_if_it_ran_alone
 
 
 def test_one_seed_is_a_plain_run(tiny_model_dir):
-    from pldistill.training import fit_seeds
+    from pldistill.wrappers import seed_optimised as fit_seeds
 
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 2}}).student
     calls = []
@@ -232,7 +248,7 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
         train = make_pairs(32)
         params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1,
                                            "optimizer": opt}}).student
-        fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
             train["score"].to_numpy(), itertools.count().__next__, params, torch.Generator().manual_seed(3))
         runs[opt] = bi.module.state_dict()
     moved = [(a - b).abs().max().item() for a, b in zip(runs["adamw"].values(), runs["adamw-fused"].values())]
@@ -242,19 +258,16 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
 
 
 def test_student_loss_cosent_is_what_a_bi_encoder_learns_pairs_by(tiny_model_dir):
-    from pldistill import losses
-    from pldistill.training import pair_loss
-
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     pairs = make_pairs(8)
     texts, y = (list(pairs["sentence1"]), list(pairs["sentence2"])), torch.tensor(pairs["score"].to_numpy())
     with torch.no_grad():
         u, v = bi.embed_columns(texts)
-        got = {name: pair_loss("bi", name)(bi)(texts, y) for name in ("cosine", "cosent")}
-    assert torch.isclose(got["cosent"], losses.cosent(u, v, y))
-    assert torch.isclose(got["cosine"], losses.cosine_mse(u, v, y))
+        got = {name: pair_loss(bi, name)(texts, y) for name in ("cosine", "cosent")}
+    assert torch.isclose(got["cosent"], cosent(u, v, y))
+    assert torch.isclose(got["cosine"], cosine_mse(u, v, y))
     with pytest.raises(ValueError, match="CoSENT learns from 2 text columns a row, got 1"):
-        pair_loss("bi", "cosent")(bi)((texts[0],), y)
+        pair_loss(bi, "cosent")((texts[0],), y)
 
 
 def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
@@ -276,7 +289,7 @@ def _fit_scored(tiny_model_dir, dev_scores, **student):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 3, "evals_per_epoch": 2,
                                        **student}}).student
-    res = fit(bi.module, pair_losses.cosine_mse(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), iter(dev_scores).__next__, params, torch.Generator().manual_seed(5))
     return bi, res
 

@@ -14,10 +14,11 @@ from pldistill import cards, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
+from pldistill.losses.dse import DSELoss
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
-from pldistill.training import fit_at, split_scores
+from pldistill.training import split_scores, train
 
 
 def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, gold_file: Path,
@@ -53,9 +54,9 @@ class DSERecipe(Recipe):
         sp = student_start(params, dirs.embed)
         student = DSE.create(sp.model, dp.pooling, dp.hidden, dp.max_length, sp.trust_remote_code, sp.layers)
         task = task_of(params.data, gold)
-        res = fit_at(student, student.dse_loss_fn(dp.alpha, task), (list(rows["sentence1"]), list(rows["sentence2"])),
-                     target, scored["dev"], dp, params.evaluate, gen, desc="dse student",
-                     lr_by_prefix={"head": dp.head_lr})
+        res = train(student, DSELoss(student, dp.alpha, task), (list(rows["sentence1"]), list(rows["sentence2"])),
+                    target, scored["dev"], dp, params.evaluate, gen, desc="dse student",
+                    lr_by_prefix={"head": dp.head_lr})
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
         card = cards.card("DSE student", "bi", params.student.model, {

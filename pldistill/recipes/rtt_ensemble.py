@@ -22,18 +22,19 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from pldistill import cards, labelling, losses, schemas
-from pldistill.batching import BatchLoss, Columns, columns
+from pldistill import cards, labelling, schemas
 from pldistill.cleaning import distinct, sentence_key
 from pldistill.config import Params
 from pldistill.io import atomic_dir, write_card
+from pldistill.losses.ensemble import EnsembleDistillLoss
+from pldistill.losses.info_nce import SimCSELoss
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
 from pldistill.seeding import seed_all
-from pldistill.training import fit_at, split_scores, write_curves
+from pldistill.trainable import write_curves
+from pldistill.training import split_scores, train
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 
@@ -85,28 +86,6 @@ def positive_sets(params: Params, clean: Path) -> list[Positives]:
     return sets
 
 
-def simcse_loss(model: BiEncoder, temperature: float) -> BatchLoss:
-    """InfoNCE between each sentence and its positive, other positives in the batch as negatives.
-    Both sides go through one forward pass in train mode, so a sentence that is its own positive
-    meets itself under two independent dropout masks (unsupervised SimCSE)."""
-
-    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        anchor, positive = model.embed_columns(columns(texts, 2, "SimCSE's InfoNCE"))  # (batch, dim) each
-        return losses.info_nce(anchor, positive, temperature)
-
-    return batch_loss
-
-
-def distill_loss(model: BiEncoder, infonce_weight: float, temperature: float) -> BatchLoss:
-    """losses.embedding_distill of the student's embeddings of the sentences; target rows: the teacher's."""
-
-    def batch_loss(texts: Columns, target: torch.Tensor) -> torch.Tensor:
-        (sentences,) = columns(texts, 1, "the ensemble student's loss")  # sentences, not pairs
-        return losses.embedding_distill(model._embed(sentences), target, infonce_weight, temperature)  # (batch, dim)
-
-    return batch_loss
-
-
 def train_members(params: Params, clean: Path, out: Path) -> dict:
     """Train every sub-model from teacher.model and save them as ``out``/sub-NN plus members.json."""
     tp, sp = params.teacher, params.ensemble.sub
@@ -116,8 +95,8 @@ def train_members(params: Params, clean: Path, out: Path) -> dict:
         for pos in positive_sets(params, clean):
             _, gen = seed_all(pos.seed)  # torch's global seed drives the dropout masks
             model = BiEncoder.load(tp.model, tp.max_length, tp.trust_remote_code)
-            res = fit_at(model, simcse_loss(model, sp.temperature), (pos.sentences, pos.positives),
-                         np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
+            res = train(model, SimCSELoss(model, sp.temperature), (pos.sentences, pos.positives),
+                        np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
             model.save(tmp / pos.name, cards.card(f"RTT-ensemble sub-model {pos.name}", "bi", tp.model, {
                 "positives": f"round-trip paraphrase via {pos.language}" if pos.language else "dropout view",
                 "sentences": len(pos.sentences), "loss": f"InfoNCE, in-batch negatives, temperature {sp.temperature}",
@@ -285,8 +264,8 @@ class RTTEnsemble(Recipe):
         student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         check_dims(student, target.shape[1], file)
         start = split_scores(student, scored, ep)
-        res = fit_at(student, distill_loss(student, dp.infonce_weight, dp.temperature), (sentences,),
-                     target, scored["dev"], dp, ep, gen, desc="student")
+        res = train(student, EnsembleDistillLoss(student, dp.infonce_weight, dp.temperature), (sentences,),
+                    target, scored["dev"], dp, ep, gen, desc="student")
         card = cards.card("RTT-ensemble student", "bi", params.student.model, {
             "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",
             "loss": f"{1 - dp.infonce_weight:g} MAE + {dp.infonce_weight:g} InfoNCE (temperature {dp.temperature}) "

@@ -27,10 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, labelling, pair_losses, schemas
+from pldistill import cards, labelling, schemas
 from pldistill.cleaning import pair_keys
 from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
+from pldistill.losses import CosineMSELoss, SoftBCELoss
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
 from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
@@ -40,7 +41,7 @@ from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest
 from pldistill.trainable import FitResult
-from pldistill.training import fit_at, split_scores
+from pldistill.training import split_scores, train
 
 LABELS = "labels.parquet"  # a labelling step's file
 
@@ -113,7 +114,7 @@ class TransEncoder(Engine):
         """Train at ``step.max_length``; score dev at the model's full length, as evaluation will. ``loss`` is
         the model's own (cosine MSE, soft BCE), so its inputs are tokenised ahead."""
         _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
-        return fit_at(model, loss, (s1, s2), y, self.dev, step, self.p.evaluate, gen, desc, model.prefetch)
+        return train(model, loss, (s1, s2), y, self.dev, step, self.p.evaluate, gen, desc)
 
     # -- the kinds of step --------------------------------------------------------------------------
     def _start(self, tmp: Path, meta: dict) -> None:
@@ -164,14 +165,14 @@ class TransEncoder(Engine):
         s1, s2, y = self._read(labels)
         model = self._load_cross(start)
         # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
-        loss = pair_losses.soft_bce(model)
+        loss = SoftBCELoss(model)
         res = self._fit(model, loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
         self._keep(tmp, meta, model, start, res)
 
     def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str, member: int) -> None:
         s1, s2, y = self._read(labels)
         model = self._load_bi(start, member)
-        self._keep(tmp, meta, model, start, self._fit(model, pair_losses.cosine_mse(model), s1, s2, y, self.t.bi, desc))
+        self._keep(tmp, meta, model, start, self._fit(model, CosineMSELoss(model), s1, s2, y, self.t.bi, desc))
 
     @staticmethod
     def _read(labels: Step) -> tuple[list[str], list[str], np.ndarray]:

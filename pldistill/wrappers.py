@@ -1,14 +1,17 @@
-"""Weight-space averages of runs that share a start, each kept only where it beats what it averages on dev, so
-selection stays on dev:
+"""What wraps the one way into training (pldistill.training's ``start``): each takes runs already started and
+decides which to finish or what to keep, never a branch inside a run. Selection stays on dev throughout.
+
+- seed optimisation (Augmented SBERT, after Dodge et al. 2020): one run per seed, each paused at a share of its
+  steps; only the best on dev there is finished (``seed_optimised``; a run must pause: our loop's);
+
+Weight-space averages of runs that share a start, each kept only where it beats what it averages on dev:
 
 - a model soup (Wortsman et al., 2022, "Model soups"): one training run per seed, each to its end from the same
   start, and their weights averaged. Runs fine-tuned from one start stay in one basin, so their average is a model
-  too, often better than any of them (on STS-B, three seeds of the static student: 79.87 test against 79.18 / 79.36 /
-  79.65 alone; docs/static-student.md);
+  too, often better than any of them (``soup``; figures: docs/results.md#soup);
 - WiSE-FT (Wortsman et al., 2022, "Robust fine-tuning of zero-shot models"): the trained model's weights mixed with
   its start's, ``(1 - a) * trained + a * start``, ``a`` on a grid chosen on dev. Fine-tuning on a few pairs pulls a
-  model away from what its start knew more broadly; part of the way back often keeps both (on STS-B, the static
-  student mixed with the one stage embed made: 80.38 test against 80.00 on three seeds; docs/static-student.md).
+  model away from what its start knew more broadly; part of the way back often keeps both (``mix_with_start``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from typing import TypeVar
 import torch
 
 from pldistill import distributed
-from pldistill.loop import Fit
-from pldistill.trainable import FitResult
+from pldistill.trainable import FitResult, Run
 
 M = TypeVar("M")
 
@@ -70,11 +72,45 @@ def mix_with_start(module: torch.nn.Module, start: dict[str, torch.Tensor], dev_
             "best_dev": best, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def fit_soup(start: Callable[[int], tuple[M, Fit]], seeds: list[int]) -> tuple[M, FitResult]:
+def seed_optimised(start: Callable[[int], tuple[M, Run]], seeds: list[int], stop: float) -> tuple[M, FitResult]:
+    """Start one run per seed, pause each at ``stop`` of its training steps, and finish only the one with the best
+    dev score there (one seed: it is simply finished).
+
+    ``start(seed)`` seeds everything from ``seed`` and returns a fresh model and its started run. Only the best
+    paused run is kept in memory. The result's ``seeds`` records each seed's dev score at the stop and its time.
+    """
+    if not seeds:
+        raise ValueError("seed optimisation needs at least one seed")
+    t0 = time.perf_counter()
+    best: tuple[M, Run] | None = None
+    chosen, trials = seeds[0], []
+    for seed in seeds:
+        model, run = start(seed)
+        if len(seeds) == 1:
+            best = model, run
+            break
+        stop_step = max(1, round(stop * run.total))
+        dev = run.advance(stop_step)
+        trials.append({"seed": seed, "stop_step": stop_step, "dev_at_stop": dev, "seconds": round(run.seconds, 1)})
+        if best is None or dev > best[1].curve[-1]["dev"]:  # a tie keeps the earlier seed
+            if best is not None:
+                best[1].close()
+            best, chosen = (model, run), seed
+        else:
+            run.close()
+    model, run = best
+    res = run.finish()
+    if trials:
+        res.seeds = {"seeds": len(seeds), "stop": stop, "chosen": chosen, "trials": trials,
+                     "seconds_all": round(time.perf_counter() - t0, 1)}
+    return model, res
+
+
+def soup(start: Callable[[int], tuple[M, Run]], seeds: list[int]) -> tuple[M, FitResult]:
     """Train one run per seed to its end (each kept at its own checkpoint, as ``params.select`` says), average
     their weights, and keep the average if its dev score beats the best run's; else the best run.
 
-    ``start(seed)``: as ``fit_seeds``'s. Holds one state dict per seed in memory (a copy of the weights each).
+    ``start(seed)``: as ``seed_optimised``'s. Holds one state dict per seed in memory (a copy of the weights each).
     The result is the best run's, its ``soup`` each seed's dev score, the soup's and what was kept.
     """
     if len(seeds) < 2:
