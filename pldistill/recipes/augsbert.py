@@ -91,8 +91,8 @@ class AugSBERT(Recipe):
         models = [dirs.teacher, *([Path(start_from.model)] if start_from is not sp else [])]
         store = Store()
         store.sweep()  # temp dirs of killed runs
-        steps = rounds.Cycles(params, store, rounds.run_fingerprint(params, files, models), gold, labelled, taken,
-                              select_on, scored, dirs.teacher, first).run(params.cycles)
+        steps = rounds.Cycles(params, store, files, models, gold, labelled, taken, select_on, scored, dirs.teacher,
+                              first).run(params.cycles)
         teacher = Teacher.load(dirs.teacher, params.teacher.max_length)
         start = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         chosen = rounds.best(steps)

@@ -1,5 +1,7 @@
-"""The one engine of the recipes that run in cycles (augsbert with ``cycles`` > 1: pldistill.recipes.rounds;
-Trans-Encoder: pldistill.recipes.trans_encoder): their steps, one after another, on ``store.Steps``.
+"""The one engine and the one N-cycle loop of the recipes that run in cycles (augsbert with ``cycles`` > 1:
+pldistill.recipes.rounds; Trans-Encoder: pldistill.recipes.trans_encoder): ``Engine.run`` runs what comes before
+cycle 1 (``begin``) and then each cycle's steps (``cycle``), one after another, on ``store.Steps``; a recipe says
+only what its steps are, and what the stage writes from them.
 
 A step is named ``c<cycle>-<role>[-<member>]`` (c02-mine, c01-cross-0). Its key chains the run's fingerprint,
 its name and the step before it, so a stored step is reused and a killed run resumes where it stopped. The
@@ -10,6 +12,7 @@ reads, the library versions and the device: read from the one list DVC reads, ne
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +21,9 @@ import yaml
 from pydantic import BaseModel
 
 from pldistill.config import Params
+from pldistill.io import write_csv_rows
 from pldistill.models import PairModel
-from pldistill.recipes.base import environment, weights_digest
+from pldistill.recipes.base import CYCLE_COLUMNS, environment, weights_digest
 from pldistill.store import Steps, Store, fingerprint, portable
 from pldistill.trainable import FitResult
 
@@ -96,12 +100,41 @@ class Step:
 
 
 class Engine:
-    """The steps of one run, in order: ``step`` reuses a stored one or computes it."""
+    """The steps of one run, in order: ``step`` reuses a stored one or computes it; ``run(n)`` is the N-cycle loop.
 
-    def __init__(self, params: Params, store: Store, base: str, log: Callable[[str], None]):
-        self.p, self.store, self.base = params, store, base
-        self.chain = Steps(store, base, params.seed, log)
+    A recipe's engine names itself (``name``, its log lines' prefix), says which params sections its fingerprint
+    leaves out (``leave_out``: sections whose keys enter only later steps' keys) and which libraries' versions it
+    adds (``packages``), and gives ``begin`` and ``cycle``. ``files``: the data the run reads; ``models``: the
+    starting models it loads (their weights enter the fingerprint)."""
+
+    name = "cycles"
+    leave_out: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    def __init__(self, params: Params, store: Store, files: list[Path], models: list[str],
+                 log: Callable[[str], None] | None = None):
+        self.p, self.store = params, store
+        self.base = run_fingerprint(params, files, models, self.leave_out, self.packages)
+        self.chain = Steps(store, self.base, params.seed, log or self.log)
         self.steps: list[Step] = []
+
+    def log(self, msg: str) -> None:
+        print(f"[{self.name}] {msg}", file=sys.stderr, flush=True)
+
+    def begin(self) -> object:
+        """The steps before cycle 1 (none by default); returns what cycle 1 starts from."""
+        return None
+
+    def cycle(self, c: int, state: object) -> object:
+        """Cycle ``c``'s steps, from ``state`` (what the cycle before left); returns what the next starts from."""
+        raise NotImplementedError
+
+    def run(self, n: int) -> list[Step]:
+        """Run (or reuse) every step of ``n`` cycles; return the steps in order."""
+        state = self.begin()
+        for c in range(1, n + 1):
+            state = self.cycle(c, state)
+        return self.steps
 
     def step(self, cycle: int, role: str, compute: Callable[[Path, dict], None], member: int | None = None,
              salt: str = "") -> Step:
@@ -123,6 +156,18 @@ class Engine:
 def best(steps: list[Step]) -> Step:
     """Highest dev Spearman; the earliest wins a tie."""
     return max(steps, key=lambda s: (s.meta["dev"]["spearman"], -steps.index(s)))
+
+
+def write_plots(cycles_plot: Path, curve: Path, rows: list[list],
+                parts: list[tuple[list[dict], int, Callable[[float], float]]]) -> None:
+    """The stage's two cycle plots: the score per cycle (``rows``, cycle_row's) and a student's dev curve with the
+    cycles laid end to end. ``parts``: each cycle's (curve, steps trained, its epochs as the x axis shows them)."""
+    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
+    out, offset = [], 0
+    for points, steps, epoch in parts:
+        out += [[offset + r["step"], round(epoch(r["epoch"]), 3), r["dev"]] for r in points]
+        offset += steps
+    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], out)
 
 
 def steps_report(steps: list[Step]) -> dict:

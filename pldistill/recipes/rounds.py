@@ -10,8 +10,8 @@ Cycle c>1  c0N-mine   the student of cycle c-1 embeds the pool (every sentence o
            c0N-bi     the student of cycle c-1 trains ``rounds.epochs`` more epochs on gold + every silver pair
                       so far, selected on dev (its start counts, so a cycle never ends below the one before)
 
-The steps run on the engine Trans-Encoder's run on (pldistill.recipes.cycles), under a fingerprint of what
-stage distill tracks but ``cycles`` and section ``rounds`` (which the keys of cycles 2.. add, so changing it
+The steps run in the one N-cycle loop Trans-Encoder's run in (pldistill.recipes.cycles), under a fingerprint of
+what stage distill tracks but ``cycles`` and section ``rounds`` (which the keys of cycles 2.. add, so changing it
 keeps cycle 1): growing ``cycles`` reuses the finished cycles, and a killed run resumes at the step it was in.
 The student of the best cycle on dev is the stage's student; test is only reported.
 """
@@ -19,7 +19,6 @@ The student of the best cycle on dev is the stage's student; test is only report
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,12 +28,11 @@ import pandas as pd
 
 from pldistill import labelling, schemas, semantic
 from pldistill.config import Params, TrainParams
-from pldistill.io import atomic_dir, write_csv_rows
+from pldistill.io import atomic_dir
 from pldistill.models import BiEncoder
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, copy_dir, cycle_row, teacher_as_cross
-from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report
+from pldistill.recipes.base import DistillDirs, copy_dir, cycle_row, teacher_as_cross
+from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of
-from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
@@ -45,24 +43,19 @@ PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined
 
 
-def _log(msg: str) -> None:
-    print(f"[cycles] {msg}", file=sys.stderr, flush=True)
-
-
-def run_fingerprint(params: Params, files: list[Path], models: list[Path]) -> str:
-    """What every stored step depends on (pldistill.recipes.cycles.run_fingerprint), section ``rounds`` left out:
-    the keys of cycles 2.. add it, so changing it keeps cycle 1."""
-    return fingerprint_of(params, files, [str(m) for m in models], leave_out=("rounds",),
-                                  packages=("faiss-cpu",))
-
-
 class Cycles(Engine):
-    """The steps of one run: ``first`` trains cycle 1's student (the recipe's own training)."""
+    """The steps of one run: ``first`` trains cycle 1's student (the recipe's own training). ``files``: the data it
+    reads; ``models``: the teacher and the student's start where another stage made it. Section ``rounds`` is left
+    out of the run's fingerprint: the keys of cycles 2.. add it, so changing it keeps cycle 1."""
 
-    def __init__(self, params: Params, store: Store, base: str, gold: pd.DataFrame, silver: pd.DataFrame,
-                 taken: pd.DataFrame, select_on: pd.DataFrame, scored: dict[str, pd.DataFrame], teacher: Path,
-                 first: Callable[[], tuple[BiEncoder, FitResult]], log: Callable[[str], None] = _log):
-        super().__init__(params, store, base, log)
+    name = "cycles"
+    leave_out = ("rounds",)
+    packages = ("faiss-cpu",)
+
+    def __init__(self, params: Params, store: Store, files: list[Path], models: list[Path], gold: pd.DataFrame,
+                 silver: pd.DataFrame, taken: pd.DataFrame, select_on: pd.DataFrame, scored: dict[str, pd.DataFrame],
+                 teacher: Path, first: Callable[[], tuple[BiEncoder, FitResult]]):
+        super().__init__(params, store, files, [str(m) for m in models])
         self.gold, self.silver, self.taken = gold, silver, taken
         self.select_on, self.scored, self.teacher, self.first = select_on, scored, teacher, first
 
@@ -121,14 +114,13 @@ class Cycles(Engine):
         self._keep(tmp, meta, model, res)
         meta["silver_pairs"] = len(silver)
 
-    def run(self, n: int) -> list[Step]:
-        """Run (or reuse) every step of ``n`` cycles; return the steps in order."""
-        student = self._step(1, "bi", self._first)
-        for c in range(2, n + 1):
-            mined = self._step(c, "mine", lambda tmp, meta, c=c, s=student: self._mine(tmp, meta, c, s))
-            self._step(c, "label", lambda tmp, meta, c=c, m=mined: self._label(tmp, meta, c, m))
-            student = self._step(c, "bi", lambda tmp, meta, c=c, s=student: self._train(tmp, meta, c, s))
-        return self.steps
+    def cycle(self, c: int, student: Step | None) -> Step:
+        """Cycle 1: the recipe's own training; later: mine with the last student, label, train it on."""
+        if c == 1:
+            return self._step(1, "bi", self._first)
+        mined = self._step(c, "mine", lambda tmp, meta: self._mine(tmp, meta, c, student))
+        self._step(c, "label", lambda tmp, meta: self._label(tmp, meta, c, mined))
+        return self._step(c, "bi", lambda tmp, meta: self._train(tmp, meta, c, student))
 
 
 def best(steps: list[Step]) -> Step:
@@ -151,18 +143,16 @@ def finish(steps: list[Step], dirs: DistillDirs, teacher: Teacher, start: dict, 
             if s.role == "label":
                 shutil.copyfile(s.path / PAIRS, tmp / schemas.pseudo_file(s.cycle))
     metas = {s.name: s.meta for s in steps}
-    rows, curve, per_cycle = [cycle_row(0, start, None)], [], []
-    step_off = epoch_off = 0
+    rows, parts, per_cycle = [cycle_row(0, start, None)], [], []
+    epoch_off = 0
     for s in (s for s in steps if s.role == "bi"):
         rows.append(cycle_row(s.cycle, s.meta, teacher_scores))
-        curve += [[step_off + r["step"], round(epoch_off + r["epoch"], 3), r["dev"]] for r in s.meta["curve"]]
-        step_off += s.meta["fit"]["steps"]
+        parts.append((s.meta["curve"], s.meta["fit"]["steps"], lambda e, off=epoch_off: off + e))
         epoch_off += s.meta["curve"][-1]["epoch"] if s.meta["curve"] else 0
         mine, label = metas.get(f"c{s.cycle:02d}-mine"), metas.get(f"c{s.cycle:02d}-label")
         per_cycle.append({"cycle": s.cycle, "dev": s.meta["dev"], "test": s.meta["test"], **s.meta["fit"],
                           "silver_pairs": s.meta.get("silver_pairs", len(silver)),
                           **({"mined": {k: mine[k] for k in ("pool", "found", "kept")},
                               "label_seconds": label["label_seconds"]} if mine and label else {})})
-    write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, rows)
-    write_csv_rows(dirs.curve, ["step", "epoch", "dev_spearman"], curve)
+    write_plots(dirs.cycles_plot, dirs.curve, rows, parts)
     return {"selected_cycle": chosen.cycle, "per_cycle": per_cycle, "steps": steps_report(steps)}

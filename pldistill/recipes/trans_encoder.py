@@ -7,7 +7,7 @@ Cycle c:  label-bi     the bi-encoders of cycle c-1 (cycle 1: the starting ones)
           label-cross  the cross-encoders score the pairs
           bi-<m>       each bi-encoder learns those scores (MSE on cosine)
 
-The steps run on the engine augsbert's cycles run on (pldistill.recipes.cycles): every step is an entry in a
+The steps run in the one N-cycle loop augsbert's cycles run in (pldistill.recipes.cycles): every step is an entry in a
 Store (pldistill.store) under a key that chains the run's fingerprint (what stage distill tracks, ``cycles``
 aside), the step's name and the key and stored bytes of the step before it. A step already stored is reused,
 not recomputed; a computed step is read back from the store before the next step uses it, so a
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +33,9 @@ from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.losses import CosineMSELoss, SoftBCELoss
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
-from pldistill.recipes.base import CYCLE_COLUMNS, DistillDirs, Recipe, copy_dir, cycle_row
-from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report
+from pldistill.recipes.base import DistillDirs, Recipe, copy_dir, cycle_row
+from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of
-from pldistill.recipes.cycles import run_fingerprint as fingerprint_of
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest
 from pldistill.trainable import FitResult
@@ -81,25 +79,18 @@ def to_target(cosine: np.ndarray, how: str) -> np.ndarray:
     return (cosine + 1.0) / 2.0  # affine
 
 
-def run_fingerprint(params: Params, files: list[Path]) -> str:
-    """What every stored step depends on (pldistill.recipes.cycles.run_fingerprint), the members' starting
-    models among them."""
-    return fingerprint_of(params, files, [spec for m in members(params) for spec in (m.bi, m.cross)])
-
-
-def _log(msg: str) -> None:
-    print(f"[trans-encoder] {msg}", file=sys.stderr, flush=True)
-
-
 class TransEncoder(Engine):
-    """Runs the cycles over ``pairs``; dev picks checkpoints and the final models, test is only reported."""
+    """Runs the cycles over ``pairs``; dev picks checkpoints and the final models, test is only reported.
+    ``files``: the data it reads; the members' starting models enter its fingerprint."""
+
+    name = "trans-encoder"
 
     def __init__(self, params: Params, pairs: pd.DataFrame, dev: pd.DataFrame, test: pd.DataFrame, store: Store,
-                 base: str, log: Callable[[str], None] = _log):
-        super().__init__(params, store, base, log)
+                 files: list[Path]):
+        self.members = members(params)
+        super().__init__(params, store, files, [spec for m in self.members for spec in (m.bi, m.cross)])
         self.t = params.trans
         self.pairs, self.dev, self.test = pairs, dev, test
-        self.members = members(params)
 
     def _labeller(self, step: Step, kind: str) -> str:
         """``bi:c01-bi-0@<weights sha256, 12>``: which stored model labelled (hash read from its manifest)."""
@@ -182,24 +173,26 @@ class TransEncoder(Engine):
     def _keep(self, tmp: Path, meta: dict, model: BiEncoder | CrossModel, start: str, res: FitResult) -> None:
         self.keep(tmp, meta, model, res, start=start, **self._scores(model))
 
-    # -- the run ------------------------------------------------------------------------------------
-    def run(self, n: int) -> list[Step]:
-        """Run (or reuse) every step of ``n`` cycles; return the steps in order."""
+    # -- the cycles (Engine.run) ---------------------------------------------------------------------
+    def begin(self) -> list[Step]:
+        """Cycle 0: the starting bi-encoders scored; cycle 1 labels with them."""
         self.step(0, "start", self._start)
-        bis: list[Step] = []
-        for c in range(1, n + 1):
-            labellers = [str(s.model) for s in bis] or [m.bi for m in self.members]
-            lb = self.step(c, "label-bi", functools.partial(self._label_bi, cycle=c, prev=bis))
-            crosses = [self.step(c, "cross", functools.partial(
-                self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb,
-                desc=f"cycle {c} cross-encoder {i}"), member=i)
-                for i, m in enumerate(self.members)]
-            lc = self.step(c, "label-cross", functools.partial(self._label_cross, cycle=c, crosses=crosses))
-            bis = [self.step(c, "bi", functools.partial(
-                self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc,
-                desc=f"cycle {c} bi-encoder {i}", member=i), member=i)
-                for i, m in enumerate(self.members)]
-        return self.steps
+        return []
+
+    def cycle(self, c: int, bis: list[Step]) -> list[Step]:
+        """The bi-encoders of cycle c-1 (``bis``; none: the starting ones) label, the cross-encoders learn and
+        label, the bi-encoders learn; returns cycle c's bi-encoders."""
+        labellers = [str(s.model) for s in bis] or [m.bi for m in self.members]
+        lb = self.step(c, "label-bi", functools.partial(self._label_bi, cycle=c, prev=bis))
+        crosses = [self.step(c, "cross", functools.partial(
+            self._train_cross, start=self._init(m.cross, labellers[i]), labels=lb,
+            desc=f"cycle {c} cross-encoder {i}"), member=i)
+            for i, m in enumerate(self.members)]
+        lc = self.step(c, "label-cross", functools.partial(self._label_cross, cycle=c, crosses=crosses))
+        return [self.step(c, "bi", functools.partial(
+            self._train_bi, start=self._init(m.bi, str(crosses[i].model)), labels=lc,
+            desc=f"cycle {c} bi-encoder {i}", member=i), member=i)
+            for i, m in enumerate(self.members)]
 
     def _init(self, original: str, labeller: str) -> str:
         """refresh: the original weights every cycle. sequential (the paper's): start from the model that
@@ -225,17 +218,14 @@ def _write_cycle_plots(steps: list[Step], cycles: int, bi_epochs: int, cycles_pl
     the per-cycle summary (every member)."""
     starts = steps[0].meta["members"]
     start = starts[0] if own else max(starts, key=lambda m: m["dev"]["spearman"])
-    rows, per_cycle, curve_rows, offset = [cycle_row(0, start, None)], [], [], 0
+    rows, per_cycle, parts = [cycle_row(0, start, None)], [], []
     for c in range(1, cycles + 1):
         bis = [s for s in steps if s.cycle == c and s.role == "bi"]
         crosses = [s for s in steps if s.cycle == c and s.role == "cross"]
         per_cycle.append({"cycle": c, "bi": [_summary(s) for s in bis], "cross": [_summary(s) for s in crosses]})
         rows.append(cycle_row(c, best_of(_students(bis, own)).meta, best_of(crosses).meta))
-        curve_rows += [[offset + r["step"], round(c - 1 + r["epoch"] / bi_epochs, 3), r["dev"]]
-                       for r in bis[0].meta["curve"]]
-        offset += bis[0].meta["fit"]["steps"]
-    write_csv_rows(cycles_plot, CYCLE_COLUMNS, rows)
-    write_csv_rows(curve, ["step", "epoch", "dev_spearman"], curve_rows)
+        parts.append((bis[0].meta["curve"], bis[0].meta["fit"]["steps"], lambda e, c=c: c - 1 + e / bi_epochs))
+    write_plots(cycles_plot, curve, rows, parts)
     return per_cycle
 
 
@@ -250,7 +240,7 @@ def run(params: Params, dirs: DistillDirs, store: Store | None = None) -> dict:
     inputs = [files[s] for s in sorted({*tp.splits, "dev", "test"})] + ([cands_file] if tp.sampled else [])
     store = store or Store()
     swept = store.sweep()  # temp dirs of killed runs
-    engine = TransEncoder(params, learned, splits["dev"], splits["test"], store, run_fingerprint(params, inputs))
+    engine = TransEncoder(params, learned, splits["dev"], splits["test"], store, inputs)
     steps = engine.run(params.cycles)
 
     with atomic_dir(dirs.pseudo) as tmp:
