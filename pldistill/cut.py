@@ -102,7 +102,8 @@ def static_from(params: Params, cut_dir: Path | None = None) -> str:
 def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> Params:
     """``params`` with ``student.layers: auto`` replaced by the cut stage cut chose (in ``cut_dir``); unchanged
     otherwise. A static student (student.kind static) becomes stage cut's static start, with static.model resolved;
-    ``trains``, what the calling stage trains it with: ``student`` (at static.lr) or ``embed`` (at static.embed_lr)."""
+    ``trains``, what the calling stage trains it with: ``student`` (at static.lr, a soup of static.seeds) or ``embed``
+    (at static.embed_lr)."""
     if params.student.kind == "static":
         if cut_dir is None:
             raise ConfigError("student.kind is static: the stage needs stage cut's folder (--cut models/cut), where "
@@ -111,6 +112,8 @@ def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> 
         embed = {}
         if trains == "student":
             student["lr"] = params.static.lr
+            if params.static.seeds > 1:  # every seed to its end, averaged where dev prefers (pldistill/wrappers.py)
+                student.update(seeds=params.static.seeds, soup=True)
         elif trains == "embed":
             embed["lr"] = params.static.embed_lr
         return params.model_copy(update={"student": params.student.model_copy(update=student),

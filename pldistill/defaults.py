@@ -132,6 +132,7 @@ DEFAULTS = {
         'sif': 0.001,
         'words': 0,
         'lr': 0.001,
+        'seeds': 1,
         'embed_lr': 0.005,
     },
     'embed': {

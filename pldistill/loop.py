@@ -24,17 +24,9 @@ from transformers import get_linear_schedule_with_warmup
 
 from pldistill import ahead, checkpoints, distributed, tracking
 from pldistill.batching import Arrange, Columns, Prefetch
-from pldistill.config import ConfigError, StepParams
-from pldistill.device import bf16_auto
+from pldistill.config import StepParams
 from pldistill.losses.base import Loss
-from pldistill.trainable import FitResult, out_of_patience
-
-
-def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
-    """The steps dev is scored at (besides step 0): ``params.evals_per_epoch`` times an epoch, the last step too."""
-    total = per_epoch * params.epochs
-    return {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
-            for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+from pldistill.trainable import FitResult, check_rows, eval_steps, out_of_patience, precision
 
 
 def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[str, float]) -> torch.optim.Optimizer:
@@ -47,30 +39,6 @@ def _optimizer(module: torch.nn.Module, params: StepParams, lr_by_prefix: dict[s
     return torch.optim.AdamW([{"params": ps, "lr": lr, "weight_decay": params.weight_decay if decay else 0.0}
                               for (lr, decay), ps in groups.items()], lr=params.lr,
                              fused=params.optimizer == "adamw-fused" or None)
-
-
-def check_rows(texts: Columns, target: np.ndarray, desc: str) -> None:
-    """A training run's rows, as either engine takes them: a tuple of text columns, each one row per target."""
-    n = len(target)
-    if n == 0:
-        raise ValueError(f"{desc}: no training rows")
-    if not isinstance(texts, tuple) or any(isinstance(c, str) for c in texts):
-        raise TypeError(f"{desc}: texts is a tuple of text columns, e.g. (s1, s2) or (sentences,); found "
-                        f"{type(texts).__name__}")
-    if not texts or any(len(c) != n for c in texts):
-        raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
-                         f"{[len(c) for c in texts]}")
-
-
-def precision(params: StepParams, desc: str) -> str:
-    """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
-    amp, cuda = params.amp, torch.cuda.is_available()
-    if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
-        amp = "bf16" if bf16_auto() else "fp16" if cuda and params.precision == "auto" else "fp32"
-    if amp == "fp16" and not cuda:
-        raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
-                          f"CUDA's) and none was found; set this section's precision to bf16 or fp32")
-    return amp
 
 
 class Fit:
@@ -100,10 +68,10 @@ class Fit:
         self.per_epoch = math.ceil(len(self.y) / params.batch_size)
         self.total = self.per_epoch * params.epochs
         self.eval_steps = eval_steps(self.per_epoch, params)
+        self.amp = precision(params, desc)
         self.opt = _optimizer(module, params, lr_by_prefix or {})
         self.sched = get_linear_schedule_with_warmup(self.opt, int(params.warmup * self.total), self.total)
         self.device = next(module.parameters()).device
-        self.amp = precision(params, desc)
         # fp16 gradients underflow without loss scaling; disabled, the scaler is a pass-through (opt.step())
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == "fp16")
         self.step, self.seconds, self.curve, self.running, self.losses, self.lrs = 0, 0.0, [], [], [], []

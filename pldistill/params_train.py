@@ -36,11 +36,9 @@ class SharedStepParams(_Section):
     # native bf16 units, fp16 on a CUDA GPU without them, else fp32; fp16 scales the loss and needs CUDA.
     precision: str | None
     accumulate: int = Field(ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
-    # adamw: torch's for-loop AdamW (the default: same seed, same weights as every release before); adamw-fused:
-    # its fused kernel, what transformers' Trainer uses (5x faster steps on a CPU, weights equal to float rounding)
-    optimizer: Literal["adamw", "adamw-fused"]
-    # the engine: ours, pldistill.loop | sentence-transformers: its SentenceTransformerTrainer / CrossEncoderTrainer
-    # (pldistill/st_trainer.py; not with seeds > 1)
+    optimizer: Literal["adamw", "adamw-fused"]  # adamw: torch's for-loop AdamW | adamw-fused: its fused kernel
+    # the engine: ours, pldistill/loop.py | sentence-transformers: its trainers (pldistill/st_trainer.py), running the
+    # same loss modules (pldistill/losses/) on one process, no seed optimisation (it cannot pause a run)
     trainer: Literal["ours", "sentence-transformers"]
     checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
                                                       # N every N steps, 0 none (pldistill/checkpoints.py)
@@ -234,6 +232,7 @@ class StaticParams(_Section):
     sif: float = Field(gt=0)  # the SIF weight a / (a + p(token))
     words: int = Field(ge=0)  # frequent whole words of those sentences added to the vocabulary (0: none)
     lr: float = Field(gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
+    seeds: int = Field(ge=1)  # the pair training's seeds, a soup where dev prefers it, in place of student.seeds
     embed_lr: float = Field(gt=0)  # stage embed's, in place of embed.lr
 
     _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))

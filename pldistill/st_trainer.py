@@ -31,9 +31,8 @@ from safetensors.torch import load_file, save_file
 from pldistill import checkpoints, distributed, tracking
 from pldistill.batching import Columns
 from pldistill.config import ConfigError, StepParams
-from pldistill.loop import check_rows, eval_steps
 from pldistill.losses.base import Loss
-from pldistill.trainable import FitResult, out_of_patience
+from pldistill.trainable import FitResult, check_rows, eval_steps, out_of_patience, precision
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
@@ -214,10 +213,12 @@ class TrainerRun:
     lr (as our loop's). ``seed``: the Trainer's sampler and dropout."""
 
     def __init__(self, loss: Loss, texts: Columns, target: np.ndarray, dev_score: Callable[[], float],
-                 params: StepParams, seed: int, desc: str, amp: str, lr_by_prefix: dict[str, float] | None = None):
+                 params: StepParams, seed: int, desc: str, lr_by_prefix: dict[str, float] | None = None):
+        refuse(params, desc)
         check_rows(texts, target, desc)
         self.module, self.loss, self.texts, self.dev_score = loss.module, loss, texts, dev_score
-        self.params, self.seed, self.desc, self.amp, self.lr_by_prefix = params, seed, desc, amp, lr_by_prefix
+        self.params, self.seed, self.desc, self.lr_by_prefix = params, seed, desc, lr_by_prefix
+        self.amp = precision(params, desc)
         self.total = math.ceil(len(target) / params.batch_size) * params.epochs
         self.y = torch.as_tensor(np.asarray(target, dtype=np.float32))
         self.seconds, self.curve = 0.0, []

@@ -1,5 +1,6 @@
-"""What a started training run offers (``Run``) and gives back (``FitResult``, dev curves), and when it stops
-early, shared by both engines (pldistill.loop, pldistill.st_trainer). What a run trains is a torch module by a
+"""What both engines (pldistill.loop, pldistill.st_trainer) share: what a started training run offers (``Run``)
+and gives back (``FitResult``, dev curves), the rows it takes, the steps dev is scored at, the precision it trains
+under, and when it stops early. What a run trains is a torch module by a
 loss over its batches' text columns (pldistill.losses)."""
 
 from __future__ import annotations
@@ -9,9 +10,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import torch
 
+from pldistill.batching import Columns
+from pldistill.config import ConfigError, StepParams
+from pldistill.device import bf16_auto
 from pldistill.io import write_csv_rows
+
+
+def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
+    """The steps dev is scored at (besides step 0): ``params.evals_per_epoch`` times an epoch, the last step too."""
+    total = per_epoch * params.epochs
+    return {min(total, round(per_epoch * (e + f / params.evals_per_epoch)))
+            for e in range(params.epochs) for f in range(1, params.evals_per_epoch + 1)}
+
+
+def check_rows(texts: Columns, target: np.ndarray, desc: str) -> None:
+    """A training run's rows, as either engine takes them: a tuple of text columns, each one row per target."""
+    n = len(target)
+    if n == 0:
+        raise ValueError(f"{desc}: no training rows")
+    if not isinstance(texts, tuple) or any(isinstance(c, str) for c in texts):
+        raise TypeError(f"{desc}: texts is a tuple of text columns, e.g. (s1, s2) or (sentences,); found "
+                        f"{type(texts).__name__}")
+    if not texts or any(len(c) != n for c in texts):
+        raise ValueError(f"{desc}: every text column needs one row per target ({n}); got columns of "
+                         f"{[len(c) for c in texts]}")
+
+
+def precision(params: StepParams, desc: str) -> str:
+    """The autocast a run trains under: fp32 | bf16 | fp16 (``params.amp``'s auto resolved for this machine)."""
+    amp, cuda = params.amp, torch.cuda.is_available()
+    if amp == "auto":  # the older bf16: auto never meant fp16, so it keeps meaning bf16-or-fp32
+        amp = "bf16" if bf16_auto() else "fp16" if cuda and params.precision == "auto" else "fp32"
+    if amp == "fp16" and not cuda:
+        raise ConfigError(f"{desc}: precision fp16 needs a CUDA GPU (its loss scaling, torch.amp.GradScaler, is "
+                          f"CUDA's) and none was found; set this section's precision to bf16 or fp32")
+    return amp
 
 
 @dataclass

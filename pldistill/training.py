@@ -17,7 +17,7 @@ import torch
 from pldistill import st_trainer
 from pldistill.batching import Arrange, Columns, by_length
 from pldistill.config import EvaluateParams, StepParams, TrainParams
-from pldistill.loop import Fit, precision
+from pldistill.loop import Fit
 from pldistill.losses import pair_loss
 from pldistill.losses.base import Loss
 from pldistill.metrics import correlation
@@ -80,10 +80,8 @@ def start(
             return score()
 
     if params.trainer == "sentence-transformers":
-        st_trainer.refuse(params, desc)
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))  # the Trainer's sampler and dropout
-        run = st_trainer.TrainerRun(loss, texts, target, dev_score, params, seed, desc, precision(params, desc),
-                                    lr_by_prefix)
+        run = st_trainer.TrainerRun(loss, texts, target, dev_score, params, seed, desc, lr_by_prefix)
     else:
         prefetch = model.prefetch if loss.prefetch else None
         with at_length(model, params.max_length):  # the start's dev score is taken here

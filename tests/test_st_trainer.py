@@ -7,9 +7,9 @@ from transformers import Trainer
 
 from pldistill import checkpoints
 from pldistill.config import ConfigError
-from pldistill.loop import eval_steps
 from pldistill.losses import SoftBCELoss
 from pldistill.losses.dse import DSELoss
+from pldistill.trainable import eval_steps
 from pldistill.training import dev_spearman, train_model
 from pldistill.validate import parse_params
 from tests.conftest import make_pairs

@@ -97,6 +97,10 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     assert resolved.student.lr == params.student.lr and resolved.embed.lr == params.embed.lr  # what evaluate sees
     assert cutting.resolve(params, root / "models/cut", trains="student").student.lr == 0.05  # gold and distill
     assert cutting.resolve(params, root / "models/cut", trains="embed").embed.lr == 0.05
+    souped = params.model_copy(update={"static": params.static.model_copy(update={"seeds": 3})})
+    as_trained = cutting.resolve(souped, root / "models/cut", trains="student").student
+    assert (as_trained.seeds, as_trained.soup) == (3, True)  # static.seeds: a soup, in place of student.seeds
+    assert (resolved.student.seeds, resolved.student.soup) == (params.student.seeds, params.student.soup)
 
     run_chain(params, root, ("gold", "embed", "distill", "evaluate"))
     for trained in ("models/gold", "models/embed", "models/bi"):
