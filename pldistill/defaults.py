@@ -132,7 +132,7 @@ DEFAULTS = {
         'sif': 0.001,
         'words': 0,
         'lr': 0.001,
-        'seeds': 1,
+        'seeds': 3,
         'embed_lr': 0.005,
     },
     'embed': {
