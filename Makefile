@@ -46,7 +46,7 @@ test-slow: $(STAMP)
 	pytest -q -m slow
 
 # The experiments, one row each: the params and eval.json Spearman/AUC figures that differ between them.
-EXP_DROP ?= .*pearson|gain\..*\.dev\..*|gain\..*\.high|data/.*|models/.*|State|Executor
+EXP_DROP ?= .*pearson|gain\..*\.dev\..*|gain\..*\.high|.*\.speed_(low|high)|baseline\..*\.speed|export\.[a-z0-9-]+\..*|data/.*|models/.*|State|Executor
 exps: $(STAMP)
 	dvc exp show --no-pager --only-changed --drop '$(EXP_DROP)'
 

@@ -137,16 +137,19 @@ def leftovers(project: Path) -> list[str]:
 
 
 def _scores(report: object) -> object:
-    """An eval.json without its speed ratios (``speed``: measured encode speeds, other in every run)."""
+    """An eval.json without what is measured by the clock (``speed``, ``speed_low``, ``speed_high``: other in every
+    run) or chosen by it (``export.chosen``: the fastest export that passes)."""
     if isinstance(report, dict):
-        return {k: _scores(v) for k, v in report.items() if k != "speed"}
+        return {k: _scores(v) for k, v in report.items() if not k.startswith("speed") and k != "chosen"}
     return report
 
 
 def artifacts(project: Path) -> dict[str, str]:
-    """sha256 of every file under data/ and models/ (Parquet, model.safetensors, configs, cards) and of
-    metrics/eval.json's scores. The pipeline is deterministic on CPU for one seed, so equal runs are equal here."""
-    files = [f for top in ("data", "models") for f in (project / top).rglob("*") if f.is_file()]
+    """sha256 of every file under data/ and models/ but models/serve (Parquet, model.safetensors, configs, cards) and
+    of metrics/eval.json's scores. The pipeline is deterministic on CPU for one seed, so equal runs are equal here."""
+    # models/serve: the export the clock chose, and a card with its measured speed (stage evaluate)
+    files = [f for top in ("data", "models") for f in (project / top).rglob("*")
+             if f.is_file() and not f.relative_to(project).as_posix().startswith("models/serve/")]
     out = {f.relative_to(project).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(files)}
     scores = _scores(json.loads((project / "metrics" / "eval.json").read_text()))
     out["metrics/eval.json"] = hashlib.sha256(json.dumps(scores, sort_keys=True).encode()).hexdigest()
