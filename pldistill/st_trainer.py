@@ -36,15 +36,12 @@ from pldistill.trainable import FitResult, check_rows, eval_steps, out_of_patien
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
-MODULE = "module.safetensors"  # fit's checkpoints: the whole module the loss trains (a DSE head with its encoder)
+MODULE = "module.safetensors"  # its checkpoints: the whole module the loss trains (a DSE head with its encoder)
 
 
 def refuse(params: StepParams, desc: str) -> None:
-    """What this trainer cannot do, named before any work."""
+    """What this trainer cannot do, named before any work (pausing a run, for seed optimisation: ``advance``)."""
     world = distributed.world()
-    if getattr(params, "seeds", 1) > 1 and not getattr(params, "soup", False):
-        raise ConfigError(f"{desc}: seed optimisation (seeds {params.seeds}) pauses runs inside our loop; set "
-                          f"trainer: ours, or seeds: 1, or soup: true (which finishes every seed)")
     if world > 1:
         raise ConfigError(f"{desc}: trainer sentence-transformers runs on one process (its loss calls the model "
                           f"past the Trainer's DDP wrapper, which would leave the gradients unsynced); found "
@@ -173,8 +170,8 @@ def _run(module: torch.nn.Module, make: Callable[[dict, object, list], object], 
 
 
 class _Rows:
-    """The collator of ``fit``: a batch of row indices -> the rows' text columns, untokenised (the loss tokenises,
-    as in our loop), and their targets as the ``label``."""
+    """The collator of ``TrainerRun``: a batch of row indices -> the rows' text columns, untokenised (the loss
+    tokenises, as in our loop), and their targets as the ``label``."""
 
     valid_label_columns = ("label",)  # what the Trainer's batch sampler asks of a collator
 
@@ -224,8 +221,8 @@ class TrainerRun:
         self.seconds, self.curve = 0.0, []
 
     def advance(self, until: int) -> float:
-        raise ConfigError(f"{self.desc}: trainer sentence-transformers cannot pause a run (seed optimisation pauses "
-                          f"runs inside our loop); set trainer: ours")
+        raise ConfigError(f"{self.desc}: seed optimisation pauses each seed's run, which only our loop can do; set "
+                          f"trainer: ours, or soup: true (every seed to its end), or seeds: 1")
 
     def close(self) -> None:
         pass

@@ -111,11 +111,10 @@ class Engine:
     leave_out: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
 
-    def __init__(self, params: Params, store: Store, files: list[Path], models: list[str],
-                 log: Callable[[str], None] | None = None):
+    def __init__(self, params: Params, store: Store, files: list[Path], models: list[str]):
         self.p, self.store = params, store
         self.base = run_fingerprint(params, files, models, self.leave_out, self.packages)
-        self.chain = Steps(store, self.base, params.seed, log or self.log)
+        self.chain = Steps(store, self.base, params.seed, self.log)
         self.steps: list[Step] = []
 
     def log(self, msg: str) -> None:
