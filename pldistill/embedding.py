@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import schemas, store
+from pldistill import distributed, schemas, store
 from pldistill.config import EmbedParams
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
@@ -47,28 +47,45 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
     """(n, sum of widths) float32: each member's unit embedding scaled by 1/sqrt(k), side by side.
 
     Encoded in chunks of ``CHUNK`` sentences, each kept in the store under a key of the teacher
-    (``key``), the chunk's text and how it is encoded, so a rerun after a kill encodes only the rest."""
+    (``key``), the chunk's text and how it is encoded, so a rerun after a kill, or another run over the same
+    corpus, encodes only the rest. Several processes (``processes``): the chunks not stored yet are shared out,
+    rank r encoding every world-th of them into the store; then every rank reads the whole matrix from it."""
     root = (root or store.default_root()) / "embed"
-    scale = np.float32(1 / np.sqrt(len(models)))
     on = bf16_on(bf16)  # in the key as resolved: "auto" means fp32 on one machine and bf16 on another
+    starts = range(0, len(sentences), CHUNK)
+    how = {"teacher": key, "batch": batch_size, "bf16": on}
+    files = [root / f"{store.digest({**how, 'texts': sentences[s : s + CHUNK]})}.npy" for s in starts]
+    todo = [i for i, f in enumerate(files) if not f.is_file()]
+    mine = todo[distributed.rank() :: distributed.world()]
+    if distributed.is_main() and len(todo) < len(files):
+        print(f"embed: teacher embeddings of {len(files) - len(todo)} of {len(files)} chunks found in the store",
+              flush=True)
+    for n, i in enumerate(mine, 1):
+        chunk = sentences[starts[i] : starts[i] + CHUNK]
+        _encode_into(models, chunk, batch_size, bf16, files[i])
+        print(f"embed: teacher embeddings, rank {distributed.rank()}: chunk {n}/{len(mine)} ({len(chunk)} sentences)",
+              flush=True)
+    if len(todo) > len(mine):  # others encode too: wait until every chunk is in the store
+        distributed.everywhere(True)
     out: np.ndarray | None = None  # filled chunk by chunk: the matrix is held once, never beside its pieces
-    for start in range(0, len(sentences), CHUNK):
-        chunk = sentences[start : start + CHUNK]
-        file = root / f"{store.digest({'teacher': key, 'texts': chunk, 'batch': batch_size, 'bf16': on})}.npy"
-        if file.is_file():
-            emb = np.load(file, allow_pickle=False)
-        else:
-            emb = np.concatenate([m.encode(chunk, batch_size, bf16, progress=True) * scale for m in models], axis=1)
-            file.parent.mkdir(parents=True, exist_ok=True)
-            emb = emb.astype(np.float32)
-            with atomic_path(file) as tmp, open(tmp, "wb") as f:
-                np.save(f, emb, allow_pickle=False)
+    for s, f in zip(starts, files):
+        emb = np.load(f, allow_pickle=False)
         if out is None:
             out = np.empty((len(sentences), emb.shape[1]), np.float32)
-        out[start : start + len(chunk)] = emb
-        print(f"embed: teacher embeddings {min(start + CHUNK, len(sentences))}/{len(sentences)}", flush=True)
+        out[s : s + len(emb)] = emb
     assert out is not None  # gather refuses an empty sentence list
     return out
+
+
+def _encode_into(models: Sequence[BiEncoder], chunk: list[str], batch_size: int, bf16: bool | str,
+                 file: Path) -> None:
+    """One chunk's embeddings, (len(chunk), sum of widths), written whole to ``file``."""
+    scale = np.float32(1 / np.sqrt(len(models)))
+    emb = np.concatenate([m.encode(chunk, batch_size, bf16, progress=distributed.is_main()) * scale
+                          for m in models], axis=1).astype(np.float32)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(file) as tmp, open(tmp, "wb") as f:
+        np.save(f, emb, allow_pickle=False)
 
 
 def pca_projection(emb: np.ndarray, dim: int) -> np.ndarray:

@@ -66,6 +66,27 @@ def stop_after(step: int) -> None:
     Fit._save = save_then_stop
 
 
+class RankEncoder:
+    """A bi-encoder stand-in: a sentence's embedding is a function of its text alone; it counts its chunks."""
+
+    chunks = 0
+
+    def encode(self, texts: list[str], batch_size: int, bf16: bool, progress: bool = False) -> np.ndarray:
+        RankEncoder.chunks += 1
+        return np.array([[len(t), t.count("e"), 1.0] for t in texts], np.float32)
+
+
+def embed_shared(root: Path) -> dict:
+    """The teacher embeddings of 5 sentences in chunks of 2 (3 chunks), the chunks shared out between the ranks
+    through the store at ``root``: the matrix every rank got, and how many chunks this rank encoded."""
+    from pldistill import embedding  # sentence-transformers' import: only for this part
+
+    embedding.CHUNK = 2
+    texts = ["one", "three", "seven sentences", "eleven", "twelve more"]
+    emb = embedding.teacher_embeddings([RankEncoder()], "k", texts, 2, False, root=root)
+    return {"matrix": emb.tolist(), "chunks": RankEncoder.chunks}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -83,6 +104,7 @@ def main() -> None:
     frame = pd.DataFrame({"row": np.arange(5)})
     labelled = distributed.shard_apply(lambda part: part.assign(rank=distributed.rank()), frame)
     seen["sharded"] = None if labelled is None else labelled.to_dict("list")
+    seen["embedded"] = embed_shared(args.out / "store")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank-{distributed.rank()}.json").write_text(json.dumps(seen))
     distributed.leave()

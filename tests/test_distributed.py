@@ -146,6 +146,10 @@ def test_fit_on_two_processes_is_the_one_process_fit_and_rank_0_scores_dev(tmp_p
     assert [r["dev_computed"] for r in ranks] == [one["dev_computed"], 0]  # rank 0 scored dev, rank 1 received it
     assert ranks[0]["sharded"] == {"row": [0, 1, 2, 3, 4], "rank": [0, 0, 1, 1, 1]}  # in order, from both ranks
     assert ranks[1]["sharded"] is None
+    # the teacher's embeddings: the store's three chunks shared out (rank 0: chunks 0 and 2), the whole matrix on both
+    want = [[len(t), t.count("e"), 1.0] for t in ["one", "three", "seven sentences", "eleven", "twelve more"]]
+    assert [r["embedded"]["chunks"] for r in ranks] == [2, 1]
+    assert all(r["embedded"]["matrix"] == want for r in ranks)
 
 
 @pytest.mark.slow  # 41 s; the default tier covers its parts: a SIGKILLed stage resumes (test_checkpoints) and two
