@@ -228,6 +228,7 @@ DEFAULTS = {
         'speed_threads': 1,
         'static_batch_size': 1024,
         'gain_rounds': 1000,
+        'order_free': 4,
         'extra': [],
     },
 }

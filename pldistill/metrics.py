@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.stats import pearsonr, rankdata, spearmanr
@@ -68,6 +68,26 @@ def jaccard(s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
         ta, tb = set(tokenize(a)), set(tokenize(b))
         out[i] = len(ta & tb) / len(ta | tb) if ta | tb else 0.0
     return out
+
+
+def shuffled_words(sentences: Sequence[str], rng: np.random.Generator) -> list[str]:
+    """Each sentence with its whitespace-separated words in a random order: the bag of words kept, the order lost."""
+    out = []
+    for text in sentences:
+        words = text.split()
+        out.append(" ".join(words[i] for i in rng.permutation(len(words))))
+    return out
+
+
+def order_free(score: Callable[[list[str], list[str]], np.ndarray], s1: Sequence[str], s2: Sequence[str],
+               shuffles: int, rng: np.random.Generator) -> np.ndarray:
+    """A model's scores with word order taken away: the mean of its scores of ``shuffles`` pairs made by shuffling
+    the words of both sentences (``shuffled_words``). A mean of token vectors (a static student) cannot tell a
+    sentence from its shuffles, so this is what such a student keeps of the model, estimated."""
+    total = np.zeros(len(s1))
+    for _ in range(shuffles):
+        total += np.asarray(score(shuffled_words(s1, rng), shuffled_words(s2, rng)), float)
+    return total / shuffles
 
 
 def _spearman_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:

@@ -255,6 +255,7 @@ class EvaluateParams(InferenceParams):
     speed_threads: int | None = Field(ge=1)  # threads each model is timed with; None: every core
     static_batch_size: int = Field(ge=1)  # a static model's batch when timed (Model2Vec's encode default)
     gain_rounds: int = Field(ge=0)  # paired-bootstrap resamples of the student's lead (eval.json gain); 0: off
+    order_free: int = Field(ge=0)  # a static student: the teacher's word-order shuffles averaged (baseline.order_free)
     extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
 
     @field_validator("extra")

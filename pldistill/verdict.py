@@ -25,6 +25,8 @@ def verdict(result: dict) -> list[str]:
                 "behind, beyond the test pairs' noise" if g["high"] < 0 else "not told apart on these test pairs")
         lines.append(f"student against {who}: {g[metric]:+.2f} test {metric} [{g['low']:+.2f}, {g['high']:+.2f}], "
                      f"{said}")
+    if free := result.get("baseline", {}).get("order_free"):
+        lines.append(order_line(result, free))
     if chosen := result.get("export", {}).get("chosen"):
         served = result["bi"] if chosen == "torch" else result["export"][chosen]
         metric = next(iter(served["test"]))
@@ -33,6 +35,15 @@ def verdict(result: dict) -> list[str]:
         lines.append(f"served (models/serve): {chosen}, test {metric} {served['test'][metric]} against the torch "
                      f"student's {result['bi']['test'][metric]}{speed}")
     return lines
+
+
+def order_line(result: dict, free: dict) -> str:
+    """What word order is worth to the teacher (baseline.order_free, a static student's run), against the student."""
+    teacher = next(result[k] for k in ("cross", "teacher", "ensemble") if k in result)
+    metric = next(iter(free["test"]))
+    t, f, s = teacher["test"][metric], free["test"][metric], result["bi"]["test"][metric]
+    return (f"teacher without word order (its words shuffled): test {metric} {f} against {t} as is; a static student "
+            f"sees no word order, so about {f} is what it can keep: it has {s} ({s - f:+.2f})")
 
 
 if __name__ == "__main__":

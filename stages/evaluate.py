@@ -24,7 +24,7 @@ from pldistill.cut import resolve
 from pldistill.device import cpu_flags
 from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
-from pldistill.metrics import best_threshold, classification, correlation, jaccard, paired_gain
+from pldistill.metrics import best_threshold, classification, correlation, jaccard, order_free, paired_gain
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.recipes.base import Recipe
@@ -35,13 +35,21 @@ from pldistill.verdict import verdict
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
-            ep: EvaluateParams) -> tuple[dict, dict, Callable[[str], dict]]:
+            ep: EvaluateParams, shuffles: int = 0, seed: int = 0) -> tuple[dict, dict, Callable[[str], dict]]:
     """eval.json's blocks for one dataset's dev and test splits, every model's predictions, and how a block is made
-    from them (a model's name in the predictions -> its block)."""
+    from them (a model's name in the predictions -> its block). ``shuffles`` > 0: baseline.order_free, the teacher's
+    scores with each pair's words shuffled that many times (their mean), the shuffles drawn from ``seed``."""
     preds = {name: {s: m.score(df["sentence1"], df["sentence2"], ep.batch_size, ep.bf16, progress=True)
                     for s, df in splits.items()} for name, m in models.items()}
     preds["jaccard"] = {s: jaccard(df["sentence1"], df["sentence2"]) for s, df in splits.items()}
     baselines = ["start", "gold", "jaccard"]
+    if shuffles:
+        rng = np.random.default_rng(seed)
+        teacher = models["cross"]
+        score = lambda a, b: teacher.score(a, b, ep.batch_size, ep.bf16)  # noqa: E731
+        preds["order_free"] = {s: order_free(score, list(df["sentence1"]), list(df["sentence2"]), shuffles, rng)
+                               for s, df in splits.items()}
+        baselines.append("order_free")
     if task == "classification":  # every pair gets the training set's more frequent label
         majority = float(train["score"].mean() >= 0.5)
         preds["majority"] = {s: np.full(len(df), majority) for s, df in splits.items()}
@@ -202,11 +210,12 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
              serve: Path | None = None) -> dict:
     """Write metrics/eval.json and test predictions for plots.
 
-    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"]}}, each {"dev", "test"}; "gain":
-    {"gold", "teacher"}, each {"dev", "test"}: the student's lead over that model in the primary metric, with "low" and
-    "high", its paired-bootstrap 95% interval (evaluate.gain_rounds resamples of the pairs; low > 0: clearly ahead)
-    (classification blocks add the dev-chosen "threshold"); baseline.start is the student's starting
-    model untrained (pruned like the student), baseline.gold the bi-encoder trained on gold only (SBERT).
+    eval.json: {"bi", "cross", "baseline": {"start", "gold", "jaccard"[, "majority"][, "order_free"]}}, each {"dev",
+    "test"}; "gain": {"gold", "teacher"}, each {"dev", "test"}: the student's lead over that model in the primary
+    metric, with "low" and "high", its paired-bootstrap 95% interval (evaluate.gain_rounds resamples of the pairs;
+    low > 0: clearly ahead) (classification blocks add the dev-chosen "threshold"); baseline.start is the student's
+    starting model untrained (pruned like the student), baseline.gold the bi-encoder trained on gold only (SBERT);
+    baseline.order_free (a static student) the teacher with each pair's words shuffled (evaluate.order_free times).
     A teacher that is not one cross-encoder gets "teacher" (and "members", one block each) in place of
     "cross"; recipe rtt-ensemble's: "ensemble" (the teacher) and "submodels". Each set in
     evaluate.extra gets the same blocks under "extra": {name: ...}. "overlap": {"dev_in_train",
@@ -231,14 +240,15 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     for model in models.values():
         model.use_backend(ep.backend)
     task = datasets.task_of(params.data, train)
-    result, preds, block = _blocks(recipe, models, splits, train, task, ep)
+    shuffles = ep.order_free if params.student.kind == "static" else 0  # what word order is worth to the teacher
+    result, preds, block = _blocks(recipe, models, splits, train, task, ep, shuffles, params.seed)
     exported, served = _exports(params, export, preds, splits, task, block)
     if exported:
         result["export"] = exported
     if ep.gain_rounds:
         result["gain"] = _gains(preds, splits, task, ep.gain_rounds, params.seed)
     if extra:
-        result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep)[0]
+        result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep, shuffles, params.seed)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
     timing = _speeds(params, models, served, result, splits["test"], speed_plots)

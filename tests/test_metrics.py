@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from pldistill import metrics
 from pldistill.metrics import best_threshold, classification, correlation, paired_gain, partial_auc
 
 
@@ -103,3 +104,24 @@ def test_the_vectorised_metrics_are_scipy_s_and_sklearn_s():
     labels = (gold > 2).astype(float)
     assert _auc_rows(pred, labels) == pytest.approx([100 * roc_auc_score(g, p) for p, g in zip(pred, labels)])
     assert _spearman_rows(np.ones((1, 5)), gold[:1, :5])[0] == 0 and _auc_rows(pred[:1], np.zeros((1, 60)))[0] == 0
+
+
+def test_order_free_keeps_each_bag_of_words_and_only_an_order_sensitive_score_moves():
+    rng = np.random.default_rng(0)
+    s1, s2 = ["the dog bit the man", "a b c d"], ["the man bit the dog", "d c b a"]
+    shuffled = metrics.shuffled_words(s1, rng)
+    assert [sorted(x.split()) for x in shuffled] == [sorted(x.split()) for x in s1] and shuffled != s1
+
+    def bag(a, b):  # a score of the bags of words alone: shuffles cannot move it
+        return np.array([len(set(x.split()) & set(y.split())) for x, y in zip(a, b)], float)
+
+    def first_word(a, b):  # 1 when both sentences start with the same word: an order-sensitive score
+        return np.array([float(x.split()[0] == y.split()[0]) for x, y in zip(a, b)])
+
+    np.testing.assert_array_equal(metrics.order_free(bag, s1, s2, 3, rng), bag(s1, s2))
+    free = metrics.order_free(first_word, s1, s2, 200, np.random.default_rng(1))
+    assert list(first_word(s1, s2)) == [1.0, 0.0]
+    # shuffled, they share their first word by chance: (2/5)^2 + 3 (1/5)^2 = 0.28 (the same five words); 4 words: 1/4
+    np.testing.assert_allclose(free, [0.28, 0.25], atol=0.08)
+    again = metrics.order_free(first_word, s1, s2, 200, np.random.default_rng(1))
+    np.testing.assert_array_equal(again, free)  # the same generator, the same shuffles

@@ -15,6 +15,7 @@ from pldistill.errors import ModelError
 from pldistill.io import sha256_file
 from pldistill.models import BiEncoder, StaticEmbedding, is_static
 from pldistill.validate import parse_params
+from pldistill.verdict import verdict
 from stages.embed import embed_teacher
 from tests.conftest import run_chain
 
@@ -110,6 +111,10 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     assert emb["projection"] == "pca" and emb["teacher_width"] == 32  # the tiny transformer's embeddings, to 16
     result = json.loads((root / "metrics/eval.json").read_text())
     assert result["bi"]["speed"] > 0 and result["baseline"]["start"]["speed"] > 0
+    free = result["baseline"]["order_free"]  # the teacher with its word order shuffled away (a static student's)
+    teacher = result.get("teacher") or result["cross"]
+    assert set(free) == {"dev", "test"} and free["test"]["spearman"] != teacher["test"]["spearman"]
+    assert any("without word order" in line for line in verdict(result))
     timing = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
     assert timing["student"]["batch_size"] == params.evaluate.static_batch_size  # as a static model's users encode
     assert timing["teacher"]["batch_size"] == timing["student"]["reference_batch_size"] == params.evaluate.batch_size
