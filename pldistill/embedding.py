@@ -55,7 +55,8 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
     starts = range(0, len(sentences), CHUNK)
     how = {"teacher": key, "batch": batch_size, "bf16": on}
     files = [root / f"{store.digest({**how, 'texts': sentences[s : s + CHUNK]})}.npy" for s in starts]
-    todo = [i for i, f in enumerate(files) if not f.is_file()]
+    # what is left to encode, as rank 0 sees it: every rank must share out the same list
+    todo = distributed.on_main(lambda: [i for i, f in enumerate(files) if not f.is_file()])
     mine = todo[distributed.rank() :: distributed.world()]
     if distributed.is_main() and len(todo) < len(files):
         print(f"embed: teacher embeddings of {len(files) - len(todo)} of {len(files)} chunks found in the store",
@@ -65,7 +66,7 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
         _encode_into(models, chunk, batch_size, bf16, files[i])
         print(f"embed: teacher embeddings, rank {distributed.rank()}: chunk {n}/{len(mine)} ({len(chunk)} sentences)",
               flush=True)
-    if len(todo) > len(mine):  # others encode too: wait until every chunk is in the store
+    if todo and distributed.world() > 1:  # wait until every rank has put its chunks in the store
         distributed.everywhere(True)
     out: np.ndarray | None = None  # filled chunk by chunk: the matrix is held once, never beside its pieces
     for s, f in zip(starts, files):
