@@ -83,7 +83,8 @@ def order_free(score: Callable[[list[str], list[str]], np.ndarray], s1: Sequence
                shuffles: int, rng: np.random.Generator) -> np.ndarray:
     """A model's scores with word order taken away: the mean of its scores of ``shuffles`` pairs made by shuffling
     the words of both sentences (``shuffled_words``). A mean of token vectors (a static student) cannot tell a
-    sentence from its shuffles, so this is what such a student keeps of the model, estimated."""
+    sentence from its shuffles; the model's drop is what word order is worth to it (an estimate: shuffled
+    sentences are unlike those it learned, so a static student can pass this score)."""
     total = np.zeros(len(s1))
     for _ in range(shuffles):
         total += np.asarray(score(shuffled_words(s1, rng), shuffled_words(s2, rng)), float)

@@ -35,7 +35,7 @@ from pldistill.verdict import verdict
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
-            ep: EvaluateParams, shuffles: int = 0, seed: int = 0) -> tuple[dict, dict, Callable[[str], dict]]:
+            ep: EvaluateParams, shuffles: int, seed: int) -> tuple[dict, dict, Callable[[str], dict]]:
     """eval.json's blocks for one dataset's dev and test splits, every model's predictions, and how a block is made
     from them (a model's name in the predictions -> its block). ``shuffles`` > 0: baseline.order_free, the teacher's
     scores with each pair's words shuffled that many times (their mean), the shuffles drawn from ``seed``."""
