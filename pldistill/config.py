@@ -157,7 +157,19 @@ class Params(_Section):
                 "null; set data.unscored to a table of pairs (scores never read) or to rest (the training pairs "
                 "data.max_train left out)"
             )
+        if s.corpus:
+            self._corpus_search()
         return self
+
+    def _corpus_search(self) -> None:
+        """sample.corpus needs sentences to add and a strategy that pairs them."""
+        s = self.sample
+        if self.embed.corpus is None:
+            raise ValueError("sample.corpus true pairs the sentences of embed.corpus, which is null here; set "
+                             "embed.corpus to a .txt (one sentence a line) or a table with a sentence column")
+        if all(part in ("none", "given") for part in s.strategy.split("+")):
+            raise ValueError(f"sample.corpus true adds sentences to search, but sample.strategy {s.strategy} searches "
+                             "none (given: the pairs the user gave); join a search, e.g. given+bm25 or given+semantic")
 
     def _against(self, spec: RecipeSpec) -> None:
         """What the recipe allows of the other sections (its spec), then its own rules."""

@@ -29,6 +29,7 @@ DEFAULTS = {
         'strategy': 'auto',
         'top_k': 3,
         'query_chunk': 256,
+        'corpus': False,
         'bm25': {'k1': 1.5, 'b': 0.75, 'epsilon': 0.25},
         'random': {'pairs': 10000},
         'semantic': {
@@ -134,6 +135,8 @@ DEFAULTS = {
         'lr': 0.001,
         'seeds': 3,
         'embed_lr': 0.005,
+        'token_weights': 1,
+        'token_weights_lr': 0.01,
     },
     'embed': {
         'epochs': 1,

@@ -175,6 +175,7 @@ class SampleParams(_Section):
     strategy: str  # auto: given when data.unscored names given pairs, else bm25 (Params resolves it)
     top_k: int = Field(ge=1, le=100)
     query_chunk: int = Field(ge=1)
+    corpus: bool  # the searches also pair embed.corpus's sentences (stage sample reads them as stage embed does)
     bm25: BM25Params
     random: RandomParams
     semantic: SemanticParams

@@ -234,6 +234,8 @@ class StaticParams(_Section):
     lr: float = Field(gt=0)  # the pair training's learning rate (stages gold, distill), in place of student.lr
     seeds: int = Field(ge=1)  # the pair training's seeds, a soup where dev prefers it, in place of student.seeds
     embed_lr: float = Field(gt=0)  # stage embed's, in place of embed.lr
+    token_weights: int = Field(ge=0)  # epochs a weight per token learns after the pair training (stage distill)
+    token_weights_lr: float = Field(gt=0)  # their learning rate
 
     _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))
     _known_model = field_validator("model")(lambda v: v if v == "auto" else _model_spec(v))

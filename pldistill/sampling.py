@@ -1,15 +1,15 @@
 """Pair-sampling strategies of Augmented SBERT, behind a registry keyed by ``sample.strategy``.
 
 A strategy turns the gold training pairs into new *unlabelled* candidate pairs over the same unique
-sentences: never a self pair, never a gold pair, each unordered pair once (sentences compared as
-cleaning.sentence_key compares them: case, spacing and Unicode form aside). ``kde`` only draws its
-random pool here; the teacher labels the pool in the `label` stage, which keeps the pairs whose
-scores make the silver distribution match the gold one (see ``pldistill.diagnostics``).
+sentences (with ``sample.corpus``, a corpus's too): never a self pair, never a gold pair, each unordered
+pair once (sentences compared as cleaning.sentence_key compares them: case, spacing and Unicode form
+aside). ``kde`` only draws its random pool here; the teacher labels the pool in the `label` stage, which
+keeps the pairs whose scores make the silver distribution match the gold one (``pldistill.diagnostics``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -34,10 +34,13 @@ class Context:
     encode: Callable[[list[str]], np.ndarray] | None = None
     found: dict[str, int] = field(default_factory=dict)  # pairs each strategy found, before merging
     given: pd.DataFrame | None = None  # the given pairs (data.unscored) for strategy `given`
+    pool: Sequence[str] = ()  # more sentences to pair (sample.corpus: embed.corpus's)
 
     @cached_property
     def sentences(self) -> list[str]:
-        return unique_sentences(self.gold)
+        """What the searches pair: the gold pairs' sentences in order, then the pool's not among them."""
+        own = unique_sentences(self.gold)
+        return distinct([*own, *self.pool])[0] if self.pool else own
 
 
 Strategy = Callable[[Context], pd.DataFrame]

@@ -26,6 +26,17 @@ def read_corpus(path: Path) -> list[str]:
     return read_sentences(path, "embed.corpus")
 
 
+def corpus_sentences(params: EmbedParams, unicode_form: str, min_chars: int, rng: np.random.Generator) -> list[str]:
+    """embed.corpus's sentences, normalised, at least ``min_chars`` long, each once, and at most embed.max_corpus
+    of them (drawn with ``rng``, kept in file order); evaluation sentences are not yet held out."""
+    assert params.corpus is not None
+    corpus = [t for t in (normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))) if len(t) >= min_chars]
+    corpus, _ = distinct(corpus)
+    if params.max_corpus is not None and len(corpus) > params.max_corpus:
+        corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
+    return corpus
+
+
 def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
            rng: np.random.Generator, with_variants: bool = True) -> tuple[list[str], dict]:
     """The sentences the student learns, in a fixed order, and how many each source gave.
@@ -36,12 +47,7 @@ def gather(params: EmbedParams, clean: Path, unicode_form: str, min_chars: int,
     parts: dict[str, list[str]] = {}
     if params.corpus:  # first: its sentences keep their places (and their stored teacher embeddings, chunk by
         # chunk) whatever the seed draws of the task's, so a second student reuses them
-        corpus = [t for t in (normalise(t, unicode_form) for t in read_corpus(Path(params.corpus)))
-                  if len(t) >= min_chars]
-        corpus, _ = distinct(corpus)
-        if params.max_corpus is not None and len(corpus) > params.max_corpus:
-            corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]
-        parts["corpus"] = corpus
+        parts["corpus"] = corpus_sentences(params, unicode_form, min_chars, rng)
     if "train" in params.sources:
         parts["train"] = schemas.sentences(clean / "train.parquet")
     if "given" in params.sources:

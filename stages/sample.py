@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from pldistill import sampling, schemas
+from pldistill.cleaning import distinct
 from pldistill.config import Params
 from pldistill.io import write_report
 from pldistill.runtime import main
 from pldistill.seeding import numpy_rng
+from pldistill.sentences import corpus_sentences
 from pldistill.validate import load_params
 
 
@@ -35,21 +37,34 @@ def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]]
     return spec, encode
 
 
+def corpus(params: Params, clean: Path) -> list[str]:
+    """sample.corpus: the sentences of embed.corpus as stage embed reads them (cleaned alike, the same
+    embed.max_corpus drawn with the seed, dev and test sentences held out); none without it."""
+    if not params.sample.corpus:
+        return []
+    texts = corpus_sentences(params.embed, params.augment.unicode_form, params.augment.min_chars,
+                             numpy_rng(params.seed))  # stage embed's draw: its first with this seed
+    return distinct(texts, schemas.eval_keys(clean))[0]
+
+
 def sample(params: Params, clean: Path, gold: Path, out: Path, report: Path) -> dict:
-    """Write data/pairs/candidates.parquet: pairs over the training sentences, with the strategy that found each."""
+    """Write data/pairs/candidates.parquet: pairs over the training sentences (and sample.corpus's), with the
+    strategy that found each."""
     rng = numpy_rng(params.seed)
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     sp = params.sample
     spec, encode = encoder(params, gold) if semantic(sp.strategy) else (None, None)
     given = schemas.read(clean / schemas.UNSCORED_FILE, schemas.UNSCORED) if "given" in sp.strategy.split("+") else None
-    ctx = sampling.Context(train, sp, rng, params.seed, encode=encode, given=given)
+    pool = corpus(params, clean)
+    ctx = sampling.Context(train, sp, rng, params.seed, encode=encode, given=given, pool=pool)
     t0 = time.perf_counter()
     pairs = sampling.sample(ctx)
     seconds = time.perf_counter() - t0
     schemas.write(out / schemas.CANDIDATES_FILE, pairs, schemas.CANDIDATES)
     result = {
         "strategy": sp.strategy, "top_k": sp.top_k, "encoder": spec,
-        "unique_sentences": len(ctx.sentences), "gold_pairs": len(train), "candidates": len(pairs),
+        "unique_sentences": len(ctx.sentences), "corpus_sentences": len(pool), "gold_pairs": len(train),
+        "candidates": len(pairs),
         # per strategy before the union, and what each final pair was found by
         "found": ctx.found or {sp.strategy: len(pairs)},
         "found_by": {k: int(v) for k, v in pairs["strategy"].value_counts().sort_index().items()},

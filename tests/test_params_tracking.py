@@ -40,6 +40,7 @@ NOT_RUN: dict[str, dict[str, str]] = {
     # embed.corpus auto is resolved from data.dataset and data.source as params.yaml is parsed (config.Params.
     # _auto_corpus), before any stage reads a key: the demo read from another file learns no demo sentences
     "cut": {"data.source": "embed.corpus auto's resolution, at parse time"},
+    "sample": dict.fromkeys(("data.dataset", "data.source"), "embed.corpus auto's resolution, at parse time"),
     "embed": {"data.source": "embed.corpus auto's resolution, at parse time", **_scheduled("embed")},
     "distill": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on",
                 **dict.fromkeys((f"sample.semantic.{k}" for k in ("nlist", "nprobe", "hnsw_m", "ef_search")),
@@ -75,6 +76,8 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
         *((f"sample semantic {i}", "augsbert", ("sample",),
            {"sample": {"strategy": "semantic", "semantic": {"index": i}}}) for i in ("flat", "torch", "ivf", "hnsw")),
         ("kde", "augsbert", ("sample", "label"), kde),
+        ("sample corpus", "augsbert", ("sample",),
+         {"sample": {"corpus": True}, "embed": {"corpus": str(corpus), "max_corpus": 2}}),
         ("augsbert cycles", "augsbert", ("distill",), {"cycles": 2, "rounds": {"pairs": 8, "top_k": 2}}),
         ("embed", "augsbert", ("teacher", "embed", "distill"), embed),
         ("given pairs", "augsbert", ("download", "augment", "sample"),

@@ -5,7 +5,7 @@ import pytest
 import pldistill.names
 from pldistill import schemas
 from pldistill.config import ConfigError
-from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample
+from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample, unique_sentences
 from pldistill.validate import names, parse_params
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
@@ -142,3 +142,70 @@ def test_sampling_is_reproducible(strategy):
     a = sample(ctx(gold, seed=1, strategy=strategy))
     b = sample(ctx(gold, seed=1, strategy=strategy))
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_pool_joins_the_sentences_searched_after_the_gold_ones():
+    gold = make_pairs(20)
+    pool = ["the cat story number 0 is here", "the cat sat in the garden", "THE CAT  sat in the garden",
+            "a phone call about chess"]
+    c = Context(gold, parse_params({}).sample, np.random.default_rng(0), seed=0, pool=pool)
+    own = Context(gold, parse_params({}).sample, np.random.default_rng(0), seed=0).sentences
+    # the gold pairs' sentences keep their places; a pool sentence already there, or one differing only by case and
+    # spacing, is not added twice
+    assert c.sentences == [*own, "the cat sat in the garden", "a phone call about chess"]
+    pairs = sample(Context(gold, parse_params({"sample": {"top_k": 2}}).sample, np.random.default_rng(0), seed=0,
+                           pool=pool))
+    found = set(pairs["sentence1"]) | set(pairs["sentence2"])
+    assert {"the cat sat in the garden", "a phone call about chess"} <= found  # pool sentences are paired
+
+
+def _stage_dirs(tmp_path, test_sentence):
+    clean = tmp_path / "clean"
+    train, dev, test = make_pairs(20), make_pairs(4, 100), make_pairs(4, 200)
+    for name, df in (("train", train), ("dev", dev), ("test", test)):
+        schemas.write(clean / f"{name}.parquet", df, schemas.PAIRS)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"the cat sat in the garden\nok\na river of music\n{test_sentence}\n")
+    return clean, corpus
+
+
+def test_the_stage_pairs_the_corpus_sentences_held_out_of_dev_and_test(tmp_path):
+    clean, corpus = _stage_dirs(tmp_path, make_pairs(4, 200)["sentence1"].iloc[0])
+    params = parse_params({"sample": {"corpus": True, "top_k": 3}, "embed": {"corpus": str(corpus)}})
+    report = sample_stage(params, clean, tmp_path / "gold", tmp_path / "pairs", tmp_path / "r.json")
+    # "ok" is below augment.min_chars and the test sentence is held out: two corpus sentences join the task's
+    own = len(unique_sentences(make_pairs(20)))
+    assert report["corpus_sentences"] == 2 and report["unique_sentences"] == own + 2
+    pairs = schemas.read(tmp_path / "pairs" / "candidates.parquet", schemas.CANDIDATES)
+    found = set(pairs["sentence1"]) | set(pairs["sentence2"])
+    assert "the cat sat in the garden" in found and "a river of music" in found
+    assert make_pairs(4, 200)["sentence1"].iloc[0] not in found
+    off = sample_stage(parse_params({"embed": {"corpus": str(corpus)}}), clean, tmp_path / "gold",
+                       tmp_path / "pairs2", tmp_path / "r2.json")
+    assert off["corpus_sentences"] == 0 and off["unique_sentences"] == own  # sample.corpus false: the task's alone
+
+
+def test_the_corpus_draw_is_stage_embeds(tmp_path):
+    """embed.max_corpus: the same sentences stage embed learns, drawn with the seed."""
+    from pldistill.seeding import numpy_rng
+    from pldistill.sentences import gather
+    from stages.sample import corpus as sample_corpus
+
+    clean, corpus = _stage_dirs(tmp_path, "unrelated")
+    corpus.write_text("".join(f"corpus sentence number {i}\n" for i in range(30)))
+    params = parse_params({"sample": {"corpus": True}, "embed": {"corpus": str(corpus), "max_corpus": 7,
+                                                                 "sources": []}, "seed": 5})
+    picked = sample_corpus(params, clean)
+    learned, _ = gather(params.embed, clean, params.augment.unicode_form, params.augment.min_chars, numpy_rng(5),
+                        with_variants=False)
+    assert len(picked) == 7 and picked == learned
+
+
+def test_corpus_without_a_corpus_or_a_search_says_what_to_set():
+    with pytest.raises(ConfigError, match="sample.corpus true pairs the sentences of embed.corpus, which is null"):
+        parse_params({"sample": {"corpus": True}, "embed": {"corpus": None}})
+    with pytest.raises(ConfigError, match="join a search, e.g. given\\+bm25"):
+        parse_params({"sample": {"corpus": True, "strategy": "given"}, "data": {"unscored": "rest"},
+                      "embed": {"corpus": "/x/c.txt"}})
+    # on the demo, embed.corpus auto is the demo's own sentences: nothing more to set
+    assert parse_params({"sample": {"corpus": True}}).sample.corpus

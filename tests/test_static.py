@@ -5,11 +5,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 from sentence_transformers import SentenceTransformer
 
 from pldistill import cut as cutting
-from pldistill import static
+from pldistill import static, token_weights
 from pldistill.config import ConfigError
 from pldistill.errors import ModelError
 from pldistill.io import sha256_file
@@ -107,6 +109,8 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     for trained in ("models/gold", "models/embed", "models/bi"):
         model = BiEncoder.load(str(root / trained))
         assert is_static(model.model) and model.dim == 16, trained
+    learned = json.loads((root / "metrics/distill.json").read_text())["token_weights"]  # static.token_weights 1
+    assert learned["epochs"] == 1 and learned["steps"] > 0 and isinstance(learned["kept"], bool)
     emb = json.loads((root / "metrics/embed.json").read_text())
     assert emb["projection"] == "pca" and emb["teacher_width"] == 32  # the tiny transformer's embeddings, to 16
     result = json.loads((root / "metrics/eval.json").read_text())
@@ -150,3 +154,57 @@ def test_static_is_refused_where_the_recipe_needs_a_transformer_and_without_stag
         parse_params({"static": {"weights": "tfidf"}})
     with pytest.raises(ConfigError, match="student.kind is static: the stage needs stage cut's folder"):
         cutting.resolve(parse_params({"student": {"kind": "static"}}), None)
+
+
+def _noisy_static(tiny_model_dir, tmp_path) -> BiEncoder:
+    """A static model whose "the" outweighs every word (10 times as long, its own direction), so pairs that share
+    many a "the" look alike whatever their words; "cat" and "dog" point their own ways."""
+    source = SentenceTransformer(str(tiny_model_dir))
+    tok = static.fast_tokenizer(source, "tiny")
+    table = np.random.default_rng(0).normal(scale=0.01, size=(tok.get_vocab_size(), 3)).astype(np.float32)
+    ids = {w: tok.token_to_id(w) for w in ("cat", "dog", "the")}
+    table[ids["cat"]], table[ids["dog"]], table[ids["the"]] = [1, 0, 0], [0, 1, 0], [0, 0, 10]
+    model = SentenceTransformer(modules=[StaticEmbedding(tok, embedding_weights=torch.from_numpy(table))])
+    model.save(str(tmp_path / "noisy"))
+    return BiEncoder.load(str(tmp_path / "noisy"))
+
+
+def _noisy_pairs(n: int) -> pd.DataFrame:
+    """Same animal (score 1) with few "the"; different animals (0) with many: the start ranks them backwards."""
+    rows = []
+    for i in range(n):
+        a, b = ("cat", "dog") if i % 2 else ("dog", "cat")
+        rows.append((a, f"the {a}", 1.0) if i % 4 < 2 else (f"the the the {a}", f"the the the {b}", 0.0))
+    return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
+
+
+def test_token_weights_learn_to_quiet_a_noisy_token_and_fold_into_the_table(tiny_model_dir, tmp_path):
+    model = _noisy_static(tiny_model_dir, tmp_path)
+    before = model.model[0].embedding.weight.detach().clone()
+    train, dev = _noisy_pairs(32), _noisy_pairs(8)
+    params = parse_params({"static": {"token_weights": 3, "token_weights_lr": 0.3},
+                           "student": {"batch_size": 8, "evals_per_epoch": 2}})
+    done = token_weights.learn(model, list(train["sentence1"]), list(train["sentence2"]), list(train["score"]), dev,
+                               params.student, params.static, params.evaluate, seed=0)
+    assert done["kept"] and done["best_dev"] > done["dev_before"]  # the start ranked the pairs backwards
+    after = model.model[0].embedding.weight.detach()
+    assert list(model.model.state_dict()) == ["0.embedding.weight"]  # folded: a plain StaticEmbedding again
+    the = model.model[0].tokenizer.token_to_id("the")
+    assert after[the].norm() < 10  # the noisy token quieted
+    assert torch.equal(after[the] / after[the].norm(), before[the] / before[the].norm())  # only its length moved
+    unseen = model.model[0].tokenizer.token_to_id("river")
+    assert torch.equal(after[unseen], before[unseen])  # a token no pair holds keeps its vector to the bit
+
+
+def test_token_weights_leave_the_model_as_it_was_where_dev_prefers_none(tiny_model_dir, tmp_path):
+    model = _noisy_static(tiny_model_dir, tmp_path)
+    before = model.model[0].embedding.weight.detach().clone()
+    dev = pd.DataFrame({"sentence1": ["cat", "dog"], "sentence2": ["cat", "cat"], "score": [1.0, 0.0]})  # ranked
+    train = _noisy_pairs(16)
+    params = parse_params({"static": {"token_weights": 1}, "student": {"batch_size": 8}})
+    done = token_weights.learn(model, list(train["sentence1"]), list(train["sentence2"]), list(train["score"]), dev,
+                               params.student, params.static, params.evaluate, seed=0)
+    assert not done["kept"]  # dev was perfect at the start: nothing beats it
+    assert torch.equal(model.model[0].embedding.weight.detach(), before)  # weights of 1, to the bit
+    off = parse_params({"static": {"token_weights": 0}})
+    assert token_weights.learn(model, ["cat"], ["dog"], [0.0], dev, off.student, off.static, off.evaluate, 0) is None

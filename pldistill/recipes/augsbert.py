@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cards, distributed, schemas
+from pldistill import cards, distributed, schemas, token_weights
 from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
 from pldistill.models import BiEncoder
@@ -40,8 +40,13 @@ class AugSBERT(Recipe):
         start_from = student_start(params, dirs.embed)
 
         def first() -> tuple[BiEncoder, FitResult]:
-            return train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student",
-                               wise=start_from.wise)
+            model, res = train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student",
+                                     wise=start_from.wise)
+            learned["token_weights"] = token_weights.learn(model, s1, s2, y, select_on, start_from, params.static,
+                                                           params.evaluate, params.seed)
+            return model, res
+
+        learned: dict[str, dict | None] = {}  # a static student's token weights, learned after its pairs
 
         if params.cycles > 1:
             return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)
@@ -62,6 +67,7 @@ class AugSBERT(Recipe):
                     lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO), cycles)
         return {"recipe": self.name, "cycle": 1, **({"adapt": params.adapt.data.name} if params.adapt.data else {}),
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
+                **({"token_weights": learned["token_weights"]} if learned["token_weights"] else {}),
                 **({"pruned": pruned(sp)} if sp.layers is not None else {})}
 
     def _card(self, params: Params, teacher: Teacher, gold: int, silver: int, start_from: TrainParams, fit: dict,
