@@ -38,6 +38,7 @@ class AugSBERT(Recipe):
         s2 = [*gold["sentence2"], *labelled["sentence2"]]
         y = [*gold["score"], *labelled["score"]]
         start_from = student_start(params, dirs.embed)
+        learned: dict[str, dict | None] = {}  # a static student's token weights, learned after its pairs
 
         def first() -> tuple[BiEncoder, FitResult]:
             model, res = train_model(start_from, params.evaluate, s1, s2, y, select_on, params.seed, desc="student",
@@ -45,8 +46,6 @@ class AugSBERT(Recipe):
             learned["token_weights"] = token_weights.learn(model, s1, s2, y, select_on, start_from, params.static,
                                                            params.evaluate, params.seed)
             return model, res
-
-        learned: dict[str, dict | None] = {}  # a static student's token weights, learned after its pairs
 
         if params.cycles > 1:
             return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)
