@@ -18,13 +18,15 @@ import json
 from math import comb
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from pldistill.config import ConfigError, Params
+from pldistill.config import ConfigError, EmbedParams, Params
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, prune_layers
 
 CUT_FILE = "cut.json"
+DIRECTIONS_FILE = "directions.npy"  # static.dims: the PCA directions the start was reduced by, (dims, width)
 STATIC_DIR = "static"  # student.kind static: the start, a sentence-transformers model of one StaticEmbedding
 SOURCE_DIR = "source"  # static.finetune > 0: the transformer fine-tuned on gold that the start is distilled from
 MAX_CUTS = 256  # C(12, 2) = 66, C(12, 3) = 220 fit; past this, name the layers (student.layers: [0, 5, 11])
@@ -91,12 +93,40 @@ def read(cut_dir: Path) -> dict:
                           "run it: dvc repro cut") from None
 
 
+def start_directions(cut_dir: Path | None) -> np.ndarray | None:
+    """The PCA directions stage cut reduced the static start by (``DIRECTIONS_FILE``), or None (not reduced)."""
+    path = None if cut_dir is None else cut_dir / DIRECTIONS_FILE
+    return np.load(path, allow_pickle=False) if path is not None and path.is_file() else None
+
+
+def static_candidates(params: Params) -> list[tuple[str, int | None]]:
+    """The static starts stage cut makes, (transformer, dims) in the order given: every static.model (auto meaning
+    student.model) at every static.dims; the first is kept on a tie."""
+    dims = params.static.dims if isinstance(params.static.dims, tuple) else (params.static.dims,)
+    return [(spec, d) for spec in static_specs(params) for d in dims]
+
+
+def static_specs(params: Params) -> list[str]:
+    """static.model's transformers, auto meaning student.model, each once, in the order given."""
+    models = params.static.model if isinstance(params.static.model, tuple) else (params.static.model,)
+    return list(dict.fromkeys(params.student.model if m == "auto" else m for m in models))
+
+
 def static_from(params: Params, cut_dir: Path | None = None) -> str:
-    """The transformer a static student is distilled from: static.model, auto meaning student.model; with
-    static.finetune, that model fine-tuned on gold, which stage cut saves in ``cut_dir`` (when given)."""
+    """The transformer a static student is distilled from: static.model, auto meaning student.model (of several,
+    the one stage cut chose, read from ``cut_dir``); with static.finetune, that model fine-tuned on gold, which stage
+    cut saves in ``cut_dir`` (when given)."""
     if params.static.finetune and cut_dir is not None:
         return str(cut_dir / SOURCE_DIR)
-    return params.student.model if params.static.model == "auto" else params.static.model
+    specs = static_specs(params)
+    if len(specs) > 1 and cut_dir is not None:
+        return read(cut_dir)["from"]
+    return specs[0]
+
+
+def static_embed(params: Params) -> EmbedParams:
+    """Section embed as a static student's embedding step runs it: at static.embed_lr."""
+    return params.embed.model_copy(update={"lr": params.static.embed_lr})
 
 
 def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> Params:
@@ -109,15 +139,12 @@ def resolve(params: Params, cut_dir: Path | None, trains: str | None = None) -> 
             raise ConfigError("student.kind is static: the stage needs stage cut's folder (--cut models/cut), where "
                               "the static start is made")
         student = {"model": str(cut_dir / STATIC_DIR), "layers": None}
-        embed = {}
         if trains == "student":
             student["lr"] = params.static.lr
             if params.static.seeds > 1:  # every seed to its end, averaged where dev prefers (pldistill/wrappers.py)
                 student.update(seeds=params.static.seeds, soup=True)
-        elif trains == "embed":
-            embed["lr"] = params.static.embed_lr
         return params.model_copy(update={"student": params.student.model_copy(update=student),
-                                         "embed": params.embed.model_copy(update=embed),
+                                         "embed": static_embed(params) if trains == "embed" else params.embed,
                                          "static": params.static.model_copy(
                                              update={"model": static_from(params, cut_dir)})})
     if params.student.layers != "auto":

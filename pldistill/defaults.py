@@ -126,9 +126,9 @@ DEFAULTS = {
         'trust_remote_code': False,
     },
     'static': {
-        'model': 'auto',
+        'model': ['auto', 'bundled:all-mpnet-base-v2'],
         'finetune': 4,
-        'dims': None,
+        'dims': [None, 256],
         'weights': 'counts',
         'sif': 0.001,
         'words': 0,

@@ -18,16 +18,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from pldistill import distributed, schemas, store
-from pldistill.config import EmbedParams
+from pldistill.batching import by_length, token_counts
+from pldistill.config import EmbedParams, EvaluateParams
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
 from pldistill.losses.embedding import EmbeddingLoss
 from pldistill.models import BiEncoder
 from pldistill.numeric import l2_normalise, principal_directions
+from pldistill.recipes.base import weights_digest
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
+from pldistill.trainable import FitResult
+from pldistill.training import train
 
 TEACHER_FILE = "teacher.parquet"  # data/embed/: each sentence and the teacher's embedding of it
 CHUNK = 4096  # sentences per stored chunk of teacher embeddings: a killed run loses at most one
@@ -40,6 +45,12 @@ def bi_members(teacher: Teacher) -> list[BiEncoder]:
         raise EmbedError(f"{teacher.name}: every member is a cross-encoder, which scores pairs and embeds no "
                          f"sentence; set embed.epochs to 0 or add a bi-encoder to teacher.members")
     return models
+
+
+def bi_key(name: str, weights: str) -> str:
+    """The store key of a bi-encoder's embeddings: its name as the stage names it, and the hash of the files at
+    ``weights`` (the same model found elsewhere, e.g. in stage cut's folder before it is renamed)."""
+    return f"bi:{name}@{weights_digest(weights)[:12]}"
 
 
 def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[str], batch_size: int,
@@ -98,8 +109,12 @@ def pca_projection(emb: np.ndarray, dim: int) -> np.ndarray:
     return principal_directions(emb, dim).astype(np.float32)
 
 
-def targets(emb: np.ndarray, student_dim: int, params: EmbedParams) -> tuple[np.ndarray, str]:
-    """What the student's embedding is pulled towards, and the projection used (none | pca)."""
+def targets(emb: np.ndarray, student_dim: int, params: EmbedParams,
+            directions: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """What the student's embedding is pulled towards, and the projection used (none | pca | start).
+    ``directions`` (student_dim, width): the map a static start was reduced by (pldistill.static.start); with it,
+    pca projects the targets by those same directions (``start``), so the start already lies near its targets;
+    without, by the sentences' own principal directions, a basis the student has to learn its way into."""
     how = params.projection
     if params.loss == "sim":  # cosines alone: the teacher's own space, whatever its width
         return emb, "none"
@@ -111,7 +126,22 @@ def targets(emb: np.ndarray, student_dim: int, params: EmbedParams) -> tuple[np.
                              f"teacher is {emb.shape[1]} wide and the student {student_dim}; set embed.projection "
                              f"to pca (or auto), or embed.loss to sim")
         return emb, "none"
+    if directions is not None and directions.shape == (student_dim, emb.shape[1]):
+        return l2_normalise(emb @ directions.T), "start"
     return l2_normalise(emb @ pca_projection(emb, student_dim).T), "pca"
+
+
+def learn(student: BiEncoder, sentences: list[str], emb: np.ndarray, dev: pd.DataFrame, params: EmbedParams,
+          evaluate: EvaluateParams, gen: torch.Generator, directions: np.ndarray | None = None,
+          desc: str = "embed") -> tuple[FitResult, str]:
+    """The step itself: ``student`` learns the teacher's embeddings ``emb`` of ``sentences`` (as ``targets`` makes
+    them), the best on ``dev`` kept; its fit, and the projection used."""
+    target, projection = targets(emb, student.dim, params, directions)
+    lengths = token_counts(student.model.tokenizer, sentences, None, params.max_length) if params.grouped else None
+    arrange = by_length(lengths, params.batch_size, gen) if lengths is not None else None
+    res = train(student, embed_loss(student, params), (sentences,), target, dev, params, evaluate, gen, desc=desc,
+                arrange=arrange)
+    return res, projection
 
 
 def embed_loss(student: BiEncoder, params: EmbedParams) -> EmbeddingLoss:

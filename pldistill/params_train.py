@@ -6,7 +6,8 @@ pldistill.config assembles them all into one Params."""
 from __future__ import annotations
 
 import importlib.util
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -225,9 +226,12 @@ class StaticParams(_Section):
     """student.kind static (stage cut): the start distilled from a transformer, and the rates it learns at."""
 
     params_yaml = DEFAULTS["static"]
-    model: str  # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space)
+    # distilled from: auto, student.model | a bi-encoder spec (its vocabulary and its space) | a list of them, each
+    # tried (stage cut: the best on dev after stage embed's step kept; a bundled one not installed skipped)
+    model: str | tuple[str, ...]
     finetune: int = Field(ge=0)  # epochs `model` first learns the gold pairs (stage cut); 0: as given
-    dims: int | None = Field(ge=2)  # PCA dimensions of the token vectors; null: the model's width
+    # PCA dimensions of the token vectors; null: the model's width | a list of them, each tried as `model`'s are
+    dims: int | tuple[int | None, ...] | None
     weights: str  # SIF weights from: counts (stage embed's sentences) | zipf (vocabulary rank) | none
     sif: float = Field(gt=0)  # the SIF weight a / (a + p(token))
     words: int = Field(ge=0)  # frequent whole words of those sentences added to the vocabulary (0: none)
@@ -238,7 +242,23 @@ class StaticParams(_Section):
     token_weights_lr: float = Field(gt=0)  # their learning rate
 
     _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))
-    _known_model = field_validator("model")(lambda v: v if v == "auto" else _model_spec(v))
+
+    _known_model = field_validator("model")(lambda v: _each(v, "models", lambda m: m == "auto" or _model_spec(m)))
+    _known_dims = field_validator("dims")(lambda v: _each(v, "dims", lambda d: d is None or d >= 2 or _no(
+        f"expected null or a number of dimensions of at least 2 (or a list of them); found {v}")))
+
+
+def _each(v: object, what: str, check: Callable[[Any], object]) -> object:
+    """``v``, one value or a list of distinct ones (candidates), each passed to ``check`` (which raises)."""
+    if isinstance(v, tuple) and (not v or len(set(v)) < len(v)):
+        raise ValueError(f"expected one value or a list of distinct {what}; found {list(v)}")
+    for x in v if isinstance(v, tuple) else (v,):
+        check(x)
+    return v
+
+
+def _no(message: str) -> None:
+    raise ValueError(message)
 
 
 def _distinct(v: tuple[str, ...], allowed: tuple[str, ...], what: str, empty: bool) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -75,16 +76,23 @@ def token_vectors(model: SentenceTransformer, tok: Tokenizer, batch_size: int = 
     return out
 
 
+def directions(vectors: np.ndarray, dims: int | None) -> np.ndarray | None:
+    """(dims, width) float64: the top ``dims`` principal directions of the vocabulary's vectors (signs fixed: the
+    same input gives the same bytes); ``None`` for ``dims`` None (the model's width kept)."""
+    if dims is None:
+        return None
+    if dims > min(vectors.shape):
+        raise ModelError(f"static.dims {dims}: the vocabulary's vectors are {vectors.shape[1]} wide; set static.dims "
+                         f"to at most {min(vectors.shape)} (or null for the model's width)")
+    return principal_directions(vectors, dims)
+
+
 def pca(vectors: np.ndarray, dims: int | None) -> np.ndarray:
     """(vocab, dims): ``vectors`` centred and projected on their top ``dims`` principal directions (each
     direction's sign fixed: the same input gives the same bytes); ``None``: centred only."""
     centred = vectors.astype(np.float64) - vectors.mean(axis=0)
-    if dims is None:
-        return centred.astype(np.float32)
-    if dims > min(vectors.shape):
-        raise ModelError(f"static.dims {dims}: the vocabulary's vectors are {vectors.shape[1]} wide; set static.dims "
-                         f"to at most {min(vectors.shape)} (or null for the model's width)")
-    return (centred @ principal_directions(vectors, dims).T).astype(np.float32)
+    found = directions(vectors, dims)
+    return (centred if found is None else centred @ found.T).astype(np.float32)
 
 
 def frequent_words(tok: Tokenizer, sentences: Sequence[str], n: int, min_count: int = 2) -> list[str]:
@@ -141,22 +149,60 @@ def sif_weights(how: str, sif: float, counts: np.ndarray | None, vocab: int) -> 
     return (sif / (sif + p)).astype(np.float32)
 
 
+@dataclass
+class Vocabulary:
+    """A transformer's vocabulary as token vectors: what every start distilled from it shares."""
+
+    spec: str  # the transformer's name
+    tok: Tokenizer  # its tokenizer, with the added words
+    vectors: np.ndarray  # (vocab, width) float32: each token (and added word) through the transformer
+    added: list[str]  # the whole words added (static.words)
+    words: int = 0  # how many were asked for
+
+
+def vocabulary(model: SentenceTransformer, spec: str, sentences: Sequence[str] = (), words: int = 0,
+               progress: bool = True) -> Vocabulary:
+    """Every token of ``model`` (named ``spec``) through it alone; ``words``: that many of the sentences' frequent
+    whole words join the vocabulary (``frequent_words``)."""
+    tok = fast_tokenizer(model, spec)
+    vectors = token_vectors(model, tok, progress=progress)
+    added = frequent_words(tok, sentences, words) if words else []
+    return Vocabulary(spec, tok, add_words(model, tok, added, vectors), added, words)
+
+
+def start(vocab: Vocabulary, dims: int | None, weights: str, sif: float,
+          sentences: Sequence[str] = ()) -> tuple[SentenceTransformer, dict, np.ndarray | None]:
+    """A static SentenceTransformer from ``vocab`` at ``dims`` (PCA; None: centred only), SIF-weighted; what was
+    done, for the report; and the PCA directions (dims, width), None without: the map from the transformer's space
+    into the start's, which stage embed applies to its targets so start and targets share one space."""
+    found = directions(vocab.vectors, dims)
+    centred = vocab.vectors.astype(np.float64) - vocab.vectors.mean(axis=0)
+    table = (centred if found is None else centred @ found.T).astype(np.float32)
+    tok = Tokenizer.from_str(vocab.tok.to_str())  # each start its own copy
+    counts = token_counts(tok, sentences) if weights == "counts" else None
+    table *= sif_weights(weights, sif, counts, len(table))[:, None]
+    module = StaticEmbedding(tok, embedding_weights=torch.from_numpy(table), base_model=vocab.spec)
+    static = SentenceTransformer(modules=[module], device=device())
+    facts = {"from": vocab.spec, "vocab": len(table), "dims": int(table.shape[1]), "weights": weights, "sif": sif,
+             **({"words_added": len(vocab.added)} if vocab.words else {})}
+    if counts is not None:
+        facts |= {"counted_sentences": len(sentences), "counted_tokens": int(counts.sum()),
+                  "vocab_seen": int((counts > 0).sum())}
+    return static, facts, None if found is None else found.astype(np.float32)
+
+
+def copy_of(model: SentenceTransformer, spec: str) -> SentenceTransformer:
+    """A static model's copy to train, with its own table and tokenizer (``spec``: the transformer it came from)."""
+    module = model[0]
+    tok = Tokenizer.from_str(module.tokenizer.to_str())
+    table = module.embedding.weight.detach().clone()
+    return SentenceTransformer(modules=[StaticEmbedding(tok, embedding_weights=table, base_model=spec)],
+                               device=device())
+
+
 def distil(model: SentenceTransformer, spec: str, dims: int | None, weights: str, sif: float,
            sentences: Sequence[str] = (), progress: bool = True, words: int = 0) -> tuple[SentenceTransformer, dict]:
     """A static SentenceTransformer distilled from ``model`` (named ``spec``) and what was done, for the report;
     ``words``: that many of the sentences' frequent whole words join the vocabulary (``frequent_words``)."""
-    tok = fast_tokenizer(model, spec)
-    vectors = token_vectors(model, tok, progress=progress)
-    added = frequent_words(tok, sentences, words) if words else []
-    vectors = add_words(model, tok, added, vectors)
-    table = pca(vectors, dims)
-    counts = token_counts(tok, sentences) if weights == "counts" else None
-    table *= sif_weights(weights, sif, counts, len(table))[:, None]
-    module = StaticEmbedding(tok, embedding_weights=torch.from_numpy(table), base_model=spec)
-    static = SentenceTransformer(modules=[module], device=device())
-    facts = {"from": spec, "vocab": len(table), "dims": int(table.shape[1]), "weights": weights, "sif": sif,
-             **({"words_added": len(added)} if words else {})}
-    if counts is not None:
-        facts |= {"counted_sentences": len(sentences), "counted_tokens": int(counts.sum()),
-                  "vocab_seen": int((counts > 0).sum())}
+    static, facts, _ = start(vocabulary(model, spec, sentences, words, progress), dims, weights, sif, sentences)
     return static, facts

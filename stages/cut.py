@@ -8,12 +8,14 @@ then lie in)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pldistill import cut as cutting
-from pldistill import schemas, static
+from pldistill import schemas, static_choice
 from pldistill.cards import card, fit_facts
 from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
@@ -47,33 +49,59 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
     return model, {"source_finetuned": {"epochs": tp.epochs, "pairs": len(train), **fit}}
 
 
-def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path) -> dict:
+def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out: Path) -> dict:
     """Distil the static start into ``tmp``/static (from static.model, fine-tuned on gold first into
-    ``tmp``/source with static.finetune); return what stage cut records (cut.json)."""
+    ``tmp``/source with static.finetune; of several candidates, the best on dev: pldistill.static_choice); return
+    what stage cut records (cut.json). ``out``: the folder ``tmp`` becomes, as the later stages name it."""
     st, ep = params.static, params.embed
-    spec = cutting.static_from(params)
-    tuned: dict = {}
-    if st.finetune:
-        teacher, tuned = finetuned(params, clean, dev, spec, tmp / cutting.SOURCE_DIR)
-    else:
-        teacher = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code)
+    specs, skipped = static_choice.available(params)
     sentences: list[str] = []
     if st.weights == "counts" or st.words:  # the sentences stage embed learns, drawn as it draws them (its corpus too;
         # not its variants: a dropped or swapped word would count as text the task has)
         sentences, _ = sentences_of(ep, clean, params.augment.unicode_form, params.augment.min_chars,
                                     seed_all(params.seed)[0], with_variants=False)
-    model, facts = static.distil(teacher.model, spec, st.dims, st.weights, st.sif, sentences, words=st.words)
-    start = BiEncoder(model, "static start")
-    facts["dev"] = cutting.dev_spearman(start, dev, params.evaluate.batch_size)
-    facts["whole_dev"] = cutting.dev_spearman(teacher, dev, params.evaluate.batch_size)
-    start.save(tmp / cutting.STATIC_DIR, card("Static start", "bi", spec, {
+    several = sum(spec in specs for spec, _ in cutting.static_candidates(params)) > 1
+    untrained = static_choice.untrained_only(params) if several else None
+    candidates: list[static_choice.Candidate] = []
+    tuned: list[dict] = []
+    for i, spec in enumerate(specs):
+        folder = tmp / (cutting.SOURCE_DIR if len(specs) == 1 else f"{cutting.SOURCE_DIR}-{i}")
+        if st.finetune:
+            source, facts = finetuned(params, clean, dev, spec, folder)
+        else:
+            source, facts = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code), {}
+        tuned.append(facts)
+        whole_dev = cutting.dev_spearman(source, dev, params.evaluate.batch_size)
+        mine = static_choice.starts(params, spec, source, i, sentences, dev, whole_dev)
+        if several and untrained is None:
+            name, weights = (str(out / cutting.SOURCE_DIR), str(folder)) if st.finetune else (spec, spec)
+            static_choice.try_embed(params, clean, mine, source, name, weights, dev)
+        candidates += mine
+        del source  # a transformer is not held beside the next (MPNet: about 420 MB)
+    kept = static_choice.best(candidates)
+    if st.finetune and len(specs) > 1:  # the chosen transformer becomes the one source stage embed reads
+        (tmp / f"{cutting.SOURCE_DIR}-{kept.source}").rename(tmp / cutting.SOURCE_DIR)
+        for i in range(len(specs)):
+            shutil.rmtree(tmp / f"{cutting.SOURCE_DIR}-{i}", ignore_errors=True)
+    facts = kept.facts
+    kept.start.save(tmp / cutting.STATIC_DIR, card("Static start", "bi", kept.spec, {
         "dataset": params.data.name, **{k: v for k, v in facts.items() if k not in ("from", "dev", "whole_dev")}},
         "Token vectors distilled from the transformer as Model2Vec does (pldistill/static.py): a sentence is the "
         "mean of its tokens' vectors; stages embed and distill train it next."))
-    source = f"{spec} fine-tuned on gold ({st.finetune} epochs)" if tuned else spec
+    if kept.directions is not None:
+        np.save(tmp / cutting.DIRECTIONS_FILE, kept.directions, allow_pickle=False)  # in tmp: written whole
+    source = f"{kept.spec} fine-tuned on gold ({st.finetune} epochs)" if st.finetune else kept.spec
     print(f"cut: static start from {source}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
           f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
-    return {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts, **tuned}
+    result = {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts, **tuned[kept.source]}
+    if several:
+        how = (f"dev untrained ({untrained})" if untrained else "dev after stage embed's step")
+        result |= {"chosen_by": how, "candidates": [c.row() for c in candidates],
+                   **({"skipped": skipped} if skipped else {})}
+        print(f"cut: of {len(candidates)} static starts, {kept.spec} at {facts['dims']} dims, the best on {how}")
+    elif skipped:
+        result["skipped"] = skipped
+    return result
 
 
 def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
@@ -81,7 +109,7 @@ def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     with atomic_dir(out) as tmp:
         static_kind = params.student.kind == "static"
-        choice = static_start(params, clean, dev, tmp) if static_kind else cutting.choose(params, dev)
+        choice = static_start(params, clean, dev, tmp, out) if static_kind else cutting.choose(params, dev)
         write_json(tmp / cutting.CUT_FILE, choice)
     result = {k: v for k, v in choice.items() if k != "ranking"}
     if "ranking" in choice:

@@ -10,21 +10,22 @@ import time
 from pathlib import Path
 
 from pldistill import cards, embedding, schemas
-from pldistill.batching import by_length, token_counts
 from pldistill.config import Params
-from pldistill.cut import resolve
+from pldistill.cut import resolve, start_directions
 from pldistill.datasets import gold_dir
 from pldistill.device import peak_rss_mb
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
-from pldistill.recipes.base import weights_digest
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
-from pldistill.training import split_scores, train
+from pldistill.training import split_scores
 from pldistill.validate import load_params
+
+PROJECTED = {"none": "", "pca": " (teacher projected by PCA)",
+             "start": " (teacher projected by the static start's PCA directions)"}
 
 
 def skipped(params: Params) -> str | None:
@@ -69,7 +70,7 @@ def _embedder(params: Params, teacher: Path) -> tuple[list[BiEncoder], str, str]
     model = BiEncoder.load(spec, tp.max_length, params.student.trust_remote_code if own else tp.trust_remote_code)
     how = ("the model the static start was distilled from" if params.student.kind == "static" else
            "the student's whole model") if own else "embed.teacher"
-    return [model], f"bi:{spec}@{weights_digest(spec)[:12]}", f"bi-encoder {spec} ({how})"
+    return [model], embedding.bi_key(spec, spec), f"bi-encoder {spec} ({how})"
 
 
 def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, report: Path, curve: Path,
@@ -97,23 +98,21 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     embedding.write_embeddings(out / embedding.TEACHER_FILE, sentences, raw)
     student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
     width = int(raw.shape[1])
-    target, projection = embedding.targets(raw, student.dim, ep)
-    del raw  # a projected target is a new matrix: the teacher's own (n, width) is not held beside it
-    embedding.write_meta(out / "meta.json", {"teacher": key, "width": width,
-                                             "sentences": counts, "projection": projection})
     dev = schemas.read(gold_dir(params, clean) / "dev.parquet", schemas.PAIRS)
     scored = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
     start = split_scores(student, scored, ev)
-    lengths = token_counts(student.model.tokenizer, sentences, None, ep.max_length) if ep.grouped else None
-    arrange = by_length(lengths, ep.batch_size, gen) if lengths is not None else None
-    res = train(student, embedding.embed_loss(student, ep), (sentences,), target, dev, ep, ev, gen, desc="embed",
-                arrange=arrange)
+    # a static start reduced by PCA, learning its own transformer: the targets take the start's directions
+    directions = start_directions(cut) if sp.kind == "static" and ep.teacher == "auto" else None
+    res, projection = embedding.learn(student, sentences, raw, dev, ep, ev, gen, directions)
+    del raw
+    embedding.write_meta(out / "meta.json", {"teacher": key, "width": width,
+                                             "sentences": counts, "projection": projection})
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",
             "mse+sim": f"MSE to the teacher's embeddings + {ep.sim_weight:g} x MSE of the in-batch cosine matrices"}
     student.save(model, cards.card("Embedding-distilled student", "bi", sp.model, {
         "dataset": params.data.name, "sentences": len(sentences),
         "teacher": described,
-        "loss": loss[ep.loss] + ("" if projection == "none" else " (teacher projected by PCA)"),
+        "loss": loss[ep.loss] + PROJECTED[projection],
         **cards.fit_facts(res.summary(), ep), "seed": params.seed},
         "A bi-encoder that learned its teacher's sentence embeddings; stage distill trains it on pairs next."))
     res.write_curve(curve)

@@ -76,8 +76,9 @@ def test_the_data_stages_depend_on_few_modules():
     # the stages)
     assert len(modules["check"]) <= 21 and len(modules["download"]) <= 16, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2170 and lines["download"] < 2370, lines  # (< 1950, < 2270 before the warm interpreter;
-    # < 2115, < 2360 before the export section and a library's open thread pool)
+    assert lines["check"] < 2190 and lines["download"] < 2370, lines  # (< 1950, < 2270 before the warm interpreter;
+    # < 2115, < 2360 before the export section and a library's open thread pool; < 2170 before static.model and
+    # static.dims took lists of candidates)
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 

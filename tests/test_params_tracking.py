@@ -39,7 +39,8 @@ NOT_RUN: dict[str, dict[str, str]] = {
     "teacher": _scheduled("teacher", "ensemble.sub"),
     # embed.corpus auto is resolved from data.dataset and data.source as params.yaml is parsed (config.Params.
     # _auto_corpus), before any stage reads a key: the demo read from another file learns no demo sentences
-    "cut": {"data.source": "embed.corpus auto's resolution, at parse time"},
+    "cut": {"data.source": "embed.corpus auto's resolution, at parse time",
+            "embed.checkpoint_seconds": _scheduled()["train.checkpoint_seconds"]},
     "sample": dict.fromkeys(("data.dataset", "data.source"), "embed.corpus auto's resolution, at parse time"),
     "embed": {"data.source": "embed.corpus auto's resolution, at parse time", **_scheduled("embed")},
     "distill": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on",
@@ -89,6 +90,9 @@ def variants(tables: Path, marian: Path) -> list[tuple[str, str, tuple[str, ...]
          {"student": {"layers": "auto", "keep": 1}, "embed": {"epochs": 1, "batch_size": 8}}),
         ("static student", "augsbert", ("cut", "gold", "embed", "distill", "evaluate"),
          {"student": {"kind": "static"}, "static": {"dims": 16, "finetune": 0},
+          "embed": {"epochs": 1, "corpus": str(corpus), "max_corpus": 2, "batch_size": 8}}),
+        ("static student, several starts", "augsbert", ("cut",),
+         {"student": {"kind": "static"}, "static": {"dims": [16, 8], "finetune": 0},
           "embed": {"epochs": 1, "corpus": str(corpus), "max_corpus": 2, "batch_size": 8}}),
         ("static student from its model fine-tuned on gold", "augsbert", ("cut", "embed"),
          {"student": {"kind": "static"}, "static": {"dims": 16, "finetune": 1},

@@ -112,7 +112,8 @@ def test_a_static_student_runs_the_pipeline_and_loads_in_sentence_transformers(c
     learned = json.loads((root / "metrics/distill.json").read_text())["token_weights"]  # static.token_weights 1
     assert learned["epochs"] == 1 and learned["steps"] > 0 and isinstance(learned["kept"], bool)
     emb = json.loads((root / "metrics/embed.json").read_text())
-    assert emb["projection"] == "pca" and emb["teacher_width"] == 32  # the tiny transformer's embeddings, to 16
+    assert emb["projection"] == "start" and emb["teacher_width"] == 32  # the tiny transformer's, by the start's PCA
+    assert np.load(root / "models/cut/directions.npy").shape == (16, 32)  # static.dims 16 of its 32
     result = json.loads((root / "metrics/eval.json").read_text())
     assert result["bi"]["speed"] > 0 and result["baseline"]["start"]["speed"] > 0
     free = result["baseline"]["order_free"]  # the teacher with its word order shuffled away (a static student's)
