@@ -53,12 +53,12 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
     """Distil the static start into ``tmp``/static (from static.model, fine-tuned on gold first into
     ``tmp``/source with static.finetune; of several candidates, the best on dev: pldistill.static_choice); return
     what stage cut records (cut.json). ``out``: the folder ``tmp`` becomes, as the later stages name it."""
-    st, ep = params.static, params.embed
+    st = params.static
     specs, skipped = static_choice.available(params)
     sentences: list[str] = []
     if st.weights == "counts" or st.words:  # the sentences stage embed learns, drawn as it draws them (its corpus too;
         # not its variants: a dropped or swapped word would count as text the task has)
-        sentences, _ = sentences_of(ep, clean, params.augment.unicode_form, params.augment.min_chars,
+        sentences, _ = sentences_of(params.embed, clean, params.augment.unicode_form, params.augment.min_chars,
                                     seed_all(params.seed)[0], with_variants=False)
     several = sum(spec in specs for spec, _ in cutting.static_candidates(params)) > 1
     untrained = static_choice.untrained_only(params) if several else None
@@ -66,10 +66,7 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
     tuned: list[dict] = []
     for i, spec in enumerate(specs):
         folder = tmp / (cutting.SOURCE_DIR if len(specs) == 1 else f"{cutting.SOURCE_DIR}-{i}")
-        if st.finetune:
-            source, facts = finetuned(params, clean, dev, spec, folder)
-        else:
-            source, facts = BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code), {}
+        source, facts = _source(params, clean, dev, spec, folder)
         tuned.append(facts)
         whole_dev = cutting.dev_spearman(source, dev, params.evaluate.batch_size)
         mine = static_choice.starts(params, spec, source, i, sentences, dev, whole_dev)
@@ -79,29 +76,40 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
         candidates += mine
         del source  # a transformer is not held beside the next (MPNet: about 420 MB)
     kept = static_choice.best(candidates)
-    if st.finetune and len(specs) > 1:  # the chosen transformer becomes the one source stage embed reads
+    _save(params, kept, len(specs), tmp)
+    result = {"layers": None, "kind": "static", "chosen_by": "student.kind", **kept.facts, **tuned[kept.source]}
+    if several:
+        how = f"dev untrained ({untrained})" if untrained else "dev after stage embed's step"
+        result |= {"chosen_by": how, "candidates": [c.row() for c in candidates]}
+        print(f"cut: of {len(candidates)} static starts, {kept.spec} at {kept.facts['dims']} dims, the best on {how}")
+    return result | ({"skipped": skipped} if skipped else {})
+
+
+def _source(params: Params, clean: Path, dev: pd.DataFrame, spec: str, folder: Path) -> tuple[BiEncoder, dict]:
+    """The transformer ``spec`` a start is distilled from: fine-tuned on gold into ``folder`` (static.finetune), or
+    as given; and what its fine-tuning did ({} as given)."""
+    if params.static.finetune:
+        return finetuned(params, clean, dev, spec, folder)
+    return BiEncoder.load(spec, params.student.max_length, params.student.trust_remote_code), {}
+
+
+def _save(params: Params, kept: static_choice.Candidate, sources: int, tmp: Path) -> None:
+    """The kept start into ``tmp``/static, its PCA directions beside it, and, of several fine-tuned transformers,
+    its own as ``tmp``/source (the others removed)."""
+    st, facts = params.static, kept.facts
+    if st.finetune and sources > 1:  # the chosen transformer becomes the one source stage embed reads
         (tmp / f"{cutting.SOURCE_DIR}-{kept.source}").rename(tmp / cutting.SOURCE_DIR)
-        for i in range(len(specs)):
+        for i in range(sources):
             shutil.rmtree(tmp / f"{cutting.SOURCE_DIR}-{i}", ignore_errors=True)
-    facts = kept.facts
     kept.start.save(tmp / cutting.STATIC_DIR, card("Static start", "bi", kept.spec, {
         "dataset": params.data.name, **{k: v for k, v in facts.items() if k not in ("from", "dev", "whole_dev")}},
         "Token vectors distilled from the transformer as Model2Vec does (pldistill/static.py): a sentence is the "
         "mean of its tokens' vectors; stages embed and distill train it next."))
     if kept.directions is not None:
         np.save(tmp / cutting.DIRECTIONS_FILE, kept.directions, allow_pickle=False)  # in tmp: written whole
-    source = f"{kept.spec} fine-tuned on gold ({st.finetune} epochs)" if st.finetune else kept.spec
-    print(f"cut: static start from {source}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
+    origin = f"{kept.spec} fine-tuned on gold ({st.finetune} epochs)" if st.finetune else kept.spec
+    print(f"cut: static start from {origin}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
           f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
-    result = {"layers": None, "kind": "static", "chosen_by": "student.kind", **facts, **tuned[kept.source]}
-    if several:
-        how = (f"dev untrained ({untrained})" if untrained else "dev after stage embed's step")
-        result |= {"chosen_by": how, "candidates": [c.row() for c in candidates],
-                   **({"skipped": skipped} if skipped else {})}
-        print(f"cut: of {len(candidates)} static starts, {kept.spec} at {facts['dims']} dims, the best on {how}")
-    elif skipped:
-        result["skipped"] = skipped
-    return result
 
 
 def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
