@@ -131,17 +131,14 @@ def targets(emb: np.ndarray, student_dim: int, params: EmbedParams,
     return l2_normalise(emb @ pca_projection(emb, student_dim).T), "pca"
 
 
-def learn(student: BiEncoder, sentences: list[str], emb: np.ndarray, dev: pd.DataFrame, params: EmbedParams,
-          evaluate: EvaluateParams, gen: torch.Generator, directions: np.ndarray | None = None,
-          desc: str = "embed") -> tuple[FitResult, str]:
-    """The step itself: ``student`` learns the teacher's embeddings ``emb`` of ``sentences`` (as ``targets`` makes
-    them), the best on ``dev`` kept; its fit, and the projection used."""
-    target, projection = targets(emb, student.dim, params, directions)
+def learn(student: BiEncoder, sentences: list[str], target: np.ndarray, dev: pd.DataFrame, params: EmbedParams,
+          evaluate: EvaluateParams, gen: torch.Generator, desc: str = "embed") -> FitResult:
+    """The step itself: ``student`` learns ``target`` (``targets``' rows, one a sentence of ``sentences``), the best
+    on ``dev`` kept; its fit."""
     lengths = token_counts(student.model.tokenizer, sentences, None, params.max_length) if params.grouped else None
     arrange = by_length(lengths, params.batch_size, gen) if lengths is not None else None
-    res = train(student, embed_loss(student, params), (sentences,), target, dev, params, evaluate, gen, desc=desc,
-                arrange=arrange)
-    return res, projection
+    return train(student, embed_loss(student, params), (sentences,), target, dev, params, evaluate, gen, desc=desc,
+                 arrange=arrange)
 
 
 def embed_loss(student: BiEncoder, params: EmbedParams) -> EmbeddingLoss:

@@ -100,8 +100,10 @@ def try_embed(params: Params, clean: Path, candidates: list[Candidate], source: 
     for c in candidates:
         _, gen = seed_all(params.seed)  # stage embed's generator, untouched until its training
         trial = BiEncoder(static.copy_of(c.start.model, c.spec), c.start.name)
-        res, _ = embedding.learn(trial, sentences, raw, dev, ep, ev, gen, c.directions,
-                                 desc=f"cut: {c.spec} at {c.facts['dims']} dims, embed's step")
+        target, _ = embedding.targets(raw, trial.dim, ep, c.directions)
+        res = embedding.learn(trial, sentences, target, dev, ep, ev, gen,
+                              desc=f"cut: {c.spec} at {c.facts['dims']} dims, embed's step")
+        del target
         c.embed_fit = res.summary()
         c.embed_dev = c.embed_fit["best_dev"]
         print(f"cut: static start from {c.spec} at {c.facts['dims']} dims: dev {c.facts['dev']} untrained, "

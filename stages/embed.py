@@ -103,8 +103,9 @@ def embed(params: Params, clean: Path, teacher: Path, out: Path, model: Path, re
     start = split_scores(student, scored, ev)
     # a static start reduced by PCA, learning its own transformer: the targets take the start's directions
     directions = start_directions(cut) if sp.kind == "static" and ep.teacher == "auto" else None
-    res, projection = embedding.learn(student, sentences, raw, dev, ep, ev, gen, directions)
-    del raw
+    target, projection = embedding.targets(raw, student.dim, ep, directions)
+    del raw  # a projected target is a new matrix: the teacher's own (n, width) is not held beside it
+    res = embedding.learn(student, sentences, target, dev, ep, ev, gen)
     embedding.write_meta(out / "meta.json", {"teacher": key, "width": width,
                                              "sentences": counts, "projection": projection})
     loss = {"mse": "MSE to the teacher's embeddings", "sim": "MSE of the in-batch cosine matrices",

@@ -77,7 +77,7 @@ def test_cut_keeps_the_start_best_on_dev_after_embeds_step_and_embed_repeats_it(
     assert again["candidates"] == rows
 
 
-def test_a_tie_or_no_embed_step_ranks_untrained_and_says_so(chains, tmp_path):
+def test_without_embeds_step_the_starts_rank_untrained_and_cut_says_so(chains, tmp_path):
     chain = chains("augsbert")
     params = _static(chain.params.model_dump(mode="json"), {"dims": [16, 8]}, {"epochs": 0})
     root = chain.copy_to(tmp_path / "c")
@@ -86,6 +86,17 @@ def test_a_tie_or_no_embed_step_ranks_untrained_and_says_so(chains, tmp_path):
     assert choice["chosen_by"] == "dev untrained (stage embed does not run (embed.epochs 0))"
     assert all("embed_dev" not in r for r in choice["candidates"])
     assert choice["dims"] == max(choice["candidates"], key=lambda r: r["dev"])["dims"]
+
+
+def test_best_is_the_highest_dev_after_the_step_and_the_first_of_equals():
+    def make(dims, dev, after):
+        return static_choice.Candidate("m", dims, None, {"dims": dims, "dev": dev}, None, 0, after)
+
+    tied = [make(384, 79.0, 85.0), make(256, 78.0, 85.0), make(128, 80.0, 84.0)]
+    assert static_choice.best(tied).dims == 384  # equal after the step: the first given; untrained dev not asked
+    assert static_choice.best([make(384, 79.0, 85.0), make(256, 78.0, 85.1)]).dims == 256
+    untrained = [make(384, 79.0, None), make(256, 79.5, None)]
+    assert static_choice.best(untrained).dims == 256  # no step run: untrained dev decides
 
 
 def _other_transformer(tiny_model_dir, tmp_path) -> str:
