@@ -244,8 +244,7 @@ class StaticParams(_Section):
     _known_weights = field_validator("weights")(lambda v: _one_of(v, STATIC_WEIGHTS))
 
     _known_model = field_validator("model")(lambda v: _each(v, "models", lambda m: m == "auto" or _model_spec(m)))
-    _known_dims = field_validator("dims")(lambda v: _each(v, "dims", lambda d: d is None or d >= 2 or _no(
-        f"expected null or a number of dimensions of at least 2 (or a list of them); found {v}")))
+    _known_dims = field_validator("dims")(lambda v: _each(v, "dims", _one_dims))
 
 
 def _each(v: object, what: str, check: Callable[[Any], object]) -> object:
@@ -257,8 +256,9 @@ def _each(v: object, what: str, check: Callable[[Any], object]) -> object:
     return v
 
 
-def _no(message: str) -> None:
-    raise ValueError(message)
+def _one_dims(d: int | None) -> None:
+    if d is not None and d < 2:
+        raise ValueError(f"expected null or a number of dimensions of at least 2 (or a list of them); found {d}")
 
 
 def _distinct(v: tuple[str, ...], allowed: tuple[str, ...], what: str, empty: bool) -> tuple[str, ...]:

@@ -90,8 +90,12 @@ def directions(vectors: np.ndarray, dims: int | None) -> np.ndarray | None:
 def pca(vectors: np.ndarray, dims: int | None) -> np.ndarray:
     """(vocab, dims): ``vectors`` centred and projected on their top ``dims`` principal directions (each
     direction's sign fixed: the same input gives the same bytes); ``None``: centred only."""
+    return _reduce(vectors, directions(vectors, dims))
+
+
+def _reduce(vectors: np.ndarray, found: np.ndarray | None) -> np.ndarray:
+    """(vocab, dims) float32: ``vectors`` centred, then projected on ``found`` (dims, width) where given."""
     centred = vectors.astype(np.float64) - vectors.mean(axis=0)
-    found = directions(vectors, dims)
     return (centred if found is None else centred @ found.T).astype(np.float32)
 
 
@@ -176,8 +180,7 @@ def start(vocab: Vocabulary, dims: int | None, weights: str, sif: float,
     done, for the report; and the PCA directions (dims, width), None without: the map from the transformer's space
     into the start's, which stage embed applies to its targets so start and targets share one space."""
     found = directions(vocab.vectors, dims)
-    centred = vocab.vectors.astype(np.float64) - vocab.vectors.mean(axis=0)
-    table = (centred if found is None else centred @ found.T).astype(np.float32)
+    table = _reduce(vocab.vectors, found)
     tok = Tokenizer.from_str(vocab.tok.to_str())  # each start its own copy
     counts = token_counts(tok, sentences) if weights == "counts" else None
     table *= sif_weights(weights, sif, counts, len(table))[:, None]

@@ -86,15 +86,19 @@ def starts(params: Params, spec: str, source: BiEncoder, index: int, sentences: 
     return out
 
 
-def try_embed(params: Params, clean: Path, candidates: list[Candidate], source: BiEncoder, name: str,
-              weights: str, dev: pd.DataFrame) -> None:
-    """Each of ``candidates`` (of one transformer, ``source``) learns its embeddings as stage embed will, on a copy;
-    their dev after it into ``embed_dev``. ``name``: the transformer as stage embed will name it, so the embeddings
-    go into the store under its key (with the hash of ``weights``, its files) and stage embed reads them back rather
-    than encoding again."""
-    ep, ev = cutting.static_embed(params), params.evaluate
+def embed_sentences(params: Params, clean: Path) -> list[str]:
+    """The sentences stage embed learns, drawn as it draws them (its seed's first generator)."""
     rng, _ = seed_all(params.seed)
-    sentences, _ = embedding.gather(ep, clean, params.augment.unicode_form, params.augment.min_chars, rng)
+    return embedding.gather(params.embed, clean, params.augment.unicode_form, params.augment.min_chars, rng)[0]
+
+
+def try_embed(params: Params, sentences: list[str], candidates: list[Candidate], source: BiEncoder, name: str,
+              weights: str, dev: pd.DataFrame) -> None:
+    """Each of ``candidates`` (of one transformer, ``source``) learns its embeddings of ``sentences``
+    (``embed_sentences``) as stage embed will, on a copy; their dev after it into ``embed_dev``. ``name``: the
+    transformer as stage embed will name it, so the embeddings go into the store under its key (with the hash of
+    ``weights``, its files) and stage embed reads them back rather than encoding again."""
+    ep, ev = cutting.static_embed(params), params.evaluate
     key = embedding.bi_key(name, weights)
     raw = embedding.teacher_embeddings([source], key, sentences, params.label.batch_size, params.label.bf16)
     for c in candidates:

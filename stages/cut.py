@@ -62,6 +62,7 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
                                     seed_all(params.seed)[0], with_variants=False)
     several = sum(spec in specs for spec, _ in cutting.static_candidates(params)) > 1
     untrained = static_choice.untrained_only(params) if several else None
+    learned = static_choice.embed_sentences(params, clean) if several and untrained is None else []
     candidates: list[static_choice.Candidate] = []
     tuned: list[dict] = []
     for i, spec in enumerate(specs):
@@ -72,7 +73,7 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
         mine = static_choice.starts(params, spec, source, i, sentences, dev, whole_dev)
         if several and untrained is None:
             name, weights = (str(out / cutting.SOURCE_DIR), str(folder)) if st.finetune else (spec, spec)
-            static_choice.try_embed(params, clean, mine, source, name, weights, dev)
+            static_choice.try_embed(params, learned, mine, source, name, weights, dev)
         candidates += mine
         del source  # a transformer is not held beside the next (MPNet: about 420 MB)
     kept = static_choice.best(candidates)
