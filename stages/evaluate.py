@@ -106,16 +106,15 @@ def _place(result: dict, name: str) -> dict:
     return block
 
 
-def _speeds(params: Params, models: dict, served: dict, result: dict, test: pd.DataFrame,
+def _speeds(params: Params, reference: str, models: dict, served: dict, result: dict, test: pd.DataFrame,
             plots: Path | None) -> dict:
-    """Time the models and the exports (``served``) against the student's whole start in torch fp32 (evaluate.speed_*
+    """Time the models and the exports (``served``) against ``reference`` whole in torch fp32 (evaluate.speed_*
     settings, pldistill.speed): ``speed`` and its interval into each one's block of ``result``, a point per model
     (test score, speed) into ``plots`` for `dvc plots`; return the details for the machine report ({} when off)."""
     ep, sp = params.evaluate, params.student
     if ep.speed_pairs == 0:
         return {}
     pairs = test.iloc[: ep.speed_pairs]
-    reference = params.static.model if sp.kind == "static" else sp.model  # the whole transformer it starts from
     whole = BiEncoder.load(reference, sp.max_length, sp.trust_remote_code)
     whole.use_backend(ep.backend)  # as the student: torch for a timing's small calls, in fp32 (bf16 off below)
     static = sp.kind == "static"  # a static student, its start, gold-only and exports timed as their users encode
@@ -222,6 +221,9 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     "test_in_train"}: pairs also in train (either order, any case or spacing); 0 for a table we split.
     In the predictions plot, column `cross` is the teacher's score, whichever kind it is.
     """
+    # the speed reference: student.model whole, the transformer a cut or static student stands in for; the same
+    # whichever start or layers stage cut kept, so runs compare (resolve puts the start in student.model)
+    reference = params.student.model
     params = resolve(params, cut)  # student.layers auto: the start is cut as stage cut chose
     ep = params.evaluate
     splits = {s: schemas.read(clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
@@ -251,7 +253,7 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
         result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep, shuffles, params.seed)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
-    timing = _speeds(params, models, served, result, splits["test"], speed_plots)
+    timing = _speeds(params, reference, models, served, result, splits["test"], speed_plots)
     if exported:
         result["export"]["chosen"] = _choose(params, result)
         if serve is not None:

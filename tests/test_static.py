@@ -146,6 +146,9 @@ def test_a_static_start_from_its_model_fine_tuned_on_gold(chains, tmp_path):
     first = sha256_file(root / "models/cut/static/model.safetensors")
     run_chain(params, root, ("cut",))  # the same seed: the same bytes
     assert sha256_file(root / "models/cut/static/model.safetensors") == first
+    run_chain(params, root, ("gold", "embed", "distill", "evaluate"))
+    timing = json.loads((root / "metrics/machine/eval.json").read_text())["speed"]
+    assert timing["reference"] == f"{params.student.model} whole, torch fp32"  # as given, not the start's source
 
 
 def test_static_is_refused_where_the_recipe_needs_a_transformer_and_without_stage_cut():
