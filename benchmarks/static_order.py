@@ -35,13 +35,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 
-from pldistill import schemas
+from pldistill import embedding, schemas
+from pldistill.cut import STATIC_DIR, start_directions
 from pldistill.metrics import correlation, order_free
+from pldistill.numeric import l2_normalise
 
 OUTS = ("models/cut", "data/embed", "data/clean", "data/pseudo")
 Ids = list[list[int]]  # token ids, one list per sentence
@@ -152,16 +153,17 @@ class Data:
 
 
 def load(root: Path) -> Data:
-    start = SentenceTransformer(str(root / "models/cut/static"), device="cpu")[0]
+    cut = root / "models/cut"
+    start = SentenceTransformer(str(cut / STATIC_DIR), device="cpu")[0]
     encode = lambda texts: [e.ids for e in start.tokenizer.encode_batch(list(texts), add_special_tokens=False)]  # noqa: E731
-    step = pq.read_table(root / "data/embed/teacher.parquet", columns=["sentence", "embedding"])
-    raw = np.stack(step.column("embedding").to_numpy(zero_copy_only=False)).astype(np.float32)
-    target = raw @ np.load(root / "models/cut/directions.npy").T  # the start's PCA directions, as stage embed
+    step = schemas.read(root / "data/embed" / embedding.TEACHER_FILE, schemas.EMBEDDINGS)
+    raw = np.stack(step["embedding"].to_numpy()).astype(np.float32)  # (n, the source model's width)
+    directions = start_directions(cut)  # the start's PCA directions, as stage embed projects; None: not reduced
+    target = l2_normalise(raw if directions is None else raw @ directions.T)
     split = {s: schemas.read(root / f"data/clean/{s}.parquet", schemas.PAIRS) for s in ("train", "dev", "test")}
     silver = [schemas.read(p, schemas.PSEUDO) for p in sorted((root / "data/pseudo").glob("*.parquet"))]
     pairs = pd.concat([split["train"], *silver], ignore_index=True)
-    return Data(start.embedding.weight.detach(), encode(step.column("sentence").to_pylist()),
-                torch.from_numpy(target / np.linalg.norm(target, axis=1, keepdims=True)),
+    return Data(start.embedding.weight.detach(), encode(step["sentence"]), torch.from_numpy(target),
                 (encode(pairs.sentence1), encode(pairs.sentence2), torch.tensor(pairs.score.to_numpy(np.float32))),
                 {s: (encode(split[s].sentence1), encode(split[s].sentence2), split[s].score.to_numpy())
                  for s in ("dev", "test")}, split["test"], encode)
