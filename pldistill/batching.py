@@ -11,7 +11,6 @@ batch with one another (in-batch cosines, CoSENT) would learn from other compari
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -20,8 +19,6 @@ import torch
 # for the embedding step and the RTT ensemble's student, (s1, s2) for pairs, (anchor, positive, negative) for
 # triplets; row i of every column and of the target belong together.
 Columns = tuple[list[str], ...]
-# a model's ``prefetch``: tokenise ahead, in the workers, what its loss asks for on these micro-batches
-Prefetch = Callable[[ThreadPoolExecutor, list[Columns]], None]
 
 
 def columns(texts: Columns, n: int, loss: str) -> Columns:

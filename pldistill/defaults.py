@@ -54,7 +54,6 @@ DEFAULTS = {
         'precision': None,
         'accumulate': 1,
         'optimizer': 'adamw-fused',
-        'trainer': 'ours',
         'checkpoint_every': None,
         'checkpoint_seconds': 60,
         'patience': 1.0,

@@ -4,10 +4,9 @@
 more than one, and the stage joins the group (``join``) before any work. Every helper here is a no-op in a
 single process, so one code path serves both and one process runs exactly as before.
 
-- Training (``pldistill.loop.Fit``) is data-parallel: every rank holds the whole model; each takes its
-  slice of the same batch (``share``), gradients are averaged over the ranks (``average_gradients``), and
-  the dev score is computed on rank 0 and sent to the others (``on_main``), so every rank keeps the same
-  checkpoint. Rank 0 alone writes.
+- Training is data-parallel, by sentence-transformers' Trainer (DDP through accelerate, in the group joined
+  here): every rank holds the whole model and takes its share of the batches; the dev score is computed on
+  rank 0 and sent to the others (``on_main``), so every rank keeps the same checkpoint. Rank 0 alone writes.
 - Labelling is sharded: each rank labels its slice of every chunk and rank 0 gathers the slices, in
   order, into the chunk it writes (``shard_apply``).
 
@@ -21,7 +20,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.distributed as dist
@@ -82,55 +80,6 @@ def _bounds(n: int) -> tuple[int, int]:
     return r * n // w, (r + 1) * n // w
 
 
-def share(batch: list[int]) -> tuple[list[int], float]:
-    """This rank's slice of a training batch and the weight of its mean loss.
-
-    Averaging the ranks' gradients of ``weight * mean loss over the slice``, with weight
-    ``len(slice) * world / len(batch)``, gives the gradient of the mean loss over the whole batch, however
-    unevenly it splits. A rank left without a row (a batch smaller than the world) computes one row at
-    weight 0, so that it still takes part in the gradient average.
-    """
-    if world() == 1:
-        return batch, 1.0
-    lo, hi = _bounds(len(batch))
-    if lo == hi:
-        return batch[:1], 0.0
-    return batch[lo:hi], (hi - lo) * world() / len(batch)
-
-
-def broadcast_parameters(module: torch.nn.Module) -> None:
-    """Give every rank rank 0's parameters and buffers (they are equal when every rank seeded alike; this
-    makes it so whatever drew a new head's weights)."""
-    if world() == 1:
-        return
-    for t in [*module.parameters(), *module.buffers()]:
-        dist.broadcast(t.data, src=0)
-
-
-def average_gradients(module: torch.nn.Module, loss: torch.Tensor) -> float:
-    """Average the gradients over the ranks, in one flat all-reduce; return the batch's loss (the ranks'
-    weighted slice losses averaged, so it is the mean loss over the whole batch).
-
-    A parameter without a gradient on this rank counts as zeros, so every rank reduces the same buffer.
-    """
-    if world() == 1:
-        return loss.item()
-    params = [p for p in module.parameters() if p.requires_grad]
-    flat = torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
-                        for p in params), loss.detach().reshape(1).to(params[0].device)])
-    dist.all_reduce(flat)
-    flat /= world()
-    at = 0
-    for p in params:
-        part = flat[at : at + p.numel()].view_as(p)
-        if p.grad is None:
-            p.grad = part.clone()
-        else:
-            p.grad.copy_(part)
-        at += p.numel()
-    return flat[-1].item()
-
-
 def on_main(fn: Callable[[], T]) -> T:
     """``fn()`` computed on rank 0 alone and sent to every rank (a picklable value)."""
     if world() == 1:
@@ -138,15 +87,6 @@ def on_main(fn: Callable[[], T]) -> T:
     box = [fn() if is_main() else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
-
-def gather_on_main(value: T) -> list[T] | None:
-    """Every rank's ``value`` (picklable), in rank order, on rank 0; None on the others."""
-    if world() == 1:
-        return [value]
-    out: list | None = [None] * world() if is_main() else None
-    dist.gather_object(value, out, dst=0)
-    return out
 
 
 def everywhere(flag: bool) -> bool:
@@ -175,8 +115,3 @@ def shard_apply(fn: Callable[[pd.DataFrame], pd.DataFrame], frame: pd.DataFrame)
     return pd.concat(parts) if parts else fn(frame)  # no rows at all: as one process would
 
 
-def own_dropout_stream() -> None:
-    """Give each rank other than 0 its own dropout masks: reseed torch's global RNG from its seed and this
-    rank (NumPy's SeedSequence mixes the two). Rank 0 keeps the stream a single process would draw."""
-    if rank() > 0:
-        torch.manual_seed(int(np.random.SeedSequence([torch.initial_seed(), rank()]).generate_state(1)[0]))

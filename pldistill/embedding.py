@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from pldistill import distributed, schemas, store
-from pldistill.batching import by_length, token_counts
+from pldistill.batching import token_counts
 from pldistill.config import EmbedParams, EvaluateParams
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
@@ -31,8 +31,7 @@ from pldistill.numeric import l2_normalise, principal_directions
 from pldistill.recipes.base import weights_digest
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
-from pldistill.trainable import FitResult
-from pldistill.training import train
+from pldistill.training import FitResult, train
 
 TEACHER_FILE = "teacher.parquet"  # data/embed/: each sentence and the teacher's embedding of it
 CHUNK = 4096  # sentences per stored chunk of teacher embeddings: a killed run loses at most one
@@ -136,14 +135,13 @@ def learn(student: BiEncoder, sentences: list[str], target: np.ndarray, dev: pd.
     """The step itself: ``student`` learns ``target`` (``targets``' rows, one a sentence of ``sentences``), the best
     on ``dev`` kept; its fit."""
     lengths = token_counts(student.model.tokenizer, sentences, None, params.max_length) if params.grouped else None
-    arrange = by_length(lengths, params.batch_size, gen) if lengths is not None else None
     return train(student, embed_loss(student, params), (sentences,), target, dev, params, evaluate, gen, desc=desc,
-                 arrange=arrange)
+                 lengths=lengths)
 
 
 def embed_loss(student: BiEncoder, params: EmbedParams) -> EmbeddingLoss:
     """The step's loss: MSE to the targets (rows), and/or MSE of the in-batch cosine matrices (``params.loss``)."""
-    return EmbeddingLoss(student, params.loss.split("+"), params.sim_weight)
+    return EmbeddingLoss(student.model, params.loss.split("+"), params.sim_weight)
 
 
 def frame(sentences: list[str], emb: np.ndarray) -> pd.DataFrame:

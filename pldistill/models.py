@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -27,7 +26,7 @@ except ImportError:  # pragma: no cover (5.x)
     from sentence_transformers.models import StaticEmbedding
 
 from pldistill import accel, ahead, bundled
-from pldistill.batching import Columns, columns, length_sorted_batches, token_counts
+from pldistill.batching import length_sorted_batches, token_counts
 from pldistill.bundled import resolve
 from pldistill.device import autocast, device, native_bf16
 from pldistill.errors import ModelError
@@ -146,7 +145,7 @@ class _Backended:
 
     def __init__(self, model: SentenceTransformer | CrossEncoder, name: str, backend: str = "torch"):
         self.model, self.name = model, name
-        self.tokens = ahead.Tokens()  # the tokenizer's lock, and features made ahead for training
+        self.tokens = ahead.Tokens()  # the tokenizer's lock, and features made ahead for inference
         self.use_backend(backend)
 
     @property
@@ -189,18 +188,9 @@ class _Backended:
         """The model's tokenizer call on ``inputs`` (texts; or s1, s2) and the key of its result."""
         raise NotImplementedError
 
-    def _loss_inputs(self, texts: Columns) -> tuple[list[str], ...]:
-        raise NotImplementedError  # what ``batch_loss`` tokenises for a micro-batch's text columns
-
     def _features(self, *inputs: list[str]) -> dict:
-        """Model inputs on the model's device (made ahead by ``prefetch`` where it was asked for these inputs)."""
-        return self._device(self.tokens.get(*self._tokenized(*inputs)))
-
-    def prefetch(self, workers: ThreadPoolExecutor, parts: list[Columns]) -> None:
-        """Tokenise in ``workers`` what ``batch_loss`` will ask for on these micro-batches."""
-        self.tokens.trim(len(parts))  # what is still to come of the batch under way stays
-        for key, make in (self._tokenized(*self._loss_inputs(texts)) for texts in parts):
-            self.tokens.submit(workers, key, lambda make=make: ahead.host(make()))
+        """Model inputs on the model's device, tokenised under the tokenizer's lock."""
+        return self._device(self.tokens.locked(self._tokenized(*inputs)[1]))
 
     def save(self, path: Path | str, card: str | None = None) -> None:
         with atomic_dir(path) as tmp:
@@ -275,15 +265,6 @@ class BiEncoder(_Backended):
     def _tokenized(self, texts: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(texts), self.max_length), lambda: self.model.preprocess(texts)
 
-    def _loss_inputs(self, texts: Columns) -> tuple[list[str]]:
-        return ([t for column in texts for t in column],)  # one forward for every column
-
-    def embed_columns(self, texts: Columns) -> list[torch.Tensor]:
-        """Each column's embeddings, (batch, dim) apiece, from one forward over them all."""
-        return list(self._embed(*self._loss_inputs(texts)).split([len(column) for column in texts]))
-
-    def _embed(self, texts: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
-        return (forward or self.model)(self._features(texts))["sentence_embedding"]  # (batch, dim)
 
     def _encode(self, texts: list[str], batch_size: int, bf16: bool | str, progress: bool,
                 forward: accel.Forward | None = None) -> np.ndarray:
@@ -334,9 +315,6 @@ class CrossModel(_Backended):
     def _tokenized(self, s1: list[str], s2: list[str]) -> tuple[tuple, Callable[[], dict]]:
         return (tuple(s1), tuple(s2), self.max_length), lambda: self.model.preprocess(list(zip(s1, s2)))
 
-    def _loss_inputs(self, texts: Columns) -> tuple[list[str], ...]:
-        return columns(texts, 2, "a cross-encoder")  # (s1, s2): it reads a pair as one input
-
     def _logits(self, s1: list[str], s2: list[str], forward: accel.Forward | None = None) -> torch.Tensor:
         return (forward or self.model)(self._features(s1, s2))["scores"].squeeze(-1)  # (batch,)
 
@@ -361,7 +339,5 @@ class CrossModel(_Backended):
               progress: bool = False) -> np.ndarray:
         return sigmoid(self.logits(s1, s2, batch_size, bf16, progress))
 
-    def pair_logits(self, texts: Columns) -> torch.Tensor:
-        """(batch,) logits of a micro-batch's (s1, s2) columns, with gradients: what a loss reads in training."""
-        return self._logits(*self._loss_inputs(texts))
 
+LOADERS = {"bi": BiEncoder.load, "cross": CrossModel.load}  # a model's kind -> how it loads

@@ -25,6 +25,7 @@ from pldistill.names import registered
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 PAIR_SPLITS = ("train", "dev", "test")
 TASKS = ("regression", "classification")
+RETIRED = {"trainer": "every training runs on sentence-transformers' trainers now; delete the key"}  # gone: why
 
 
 # The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.
@@ -223,7 +224,9 @@ def describe(err: ValidationError, path: Path, model: type[BaseModel]) -> str:
     lines = [f"{path}: {err.error_count()} problem(s) in params"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
+        if (gone := e["type"] == "extra_forbidden" and RETIRED.get(str(e["loc"][-1]))):
+            lines.append(f"  - {key}: no longer a key: {gone}")
+        elif e["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(e["loc"], model))
             lines.append(f"  - {key}: unknown key{_closest(e['loc'], model)}; allowed here: {allowed}")
         else:

@@ -5,7 +5,6 @@ pldistill.config assembles them all into one Params."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -38,11 +37,8 @@ class SharedStepParams(_Section):
     precision: str | None
     accumulate: int = Field(ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
     optimizer: Literal["adamw", "adamw-fused"]  # adamw: torch's for-loop AdamW | adamw-fused: its fused kernel
-    # the engine: ours, pldistill/loop.py | sentence-transformers: its trainers (pldistill/st_trainer.py), running the
-    # same loss modules (pldistill/losses/) on one process, no seed optimisation (it cannot pause a run)
-    trainer: Literal["ours", "sentence-transformers"]
     checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
-                                                      # N every N steps, 0 none (pldistill/checkpoints.py)
+                                                      # N every N steps, 0 none (pldistill/resume.py)
     # a checkpoint (the end's too) waits until this many seconds have gone since the last: one costs about 0.9 s
     # for a 2-layer student on a 2-core CPU, so a short run writes few; 0: none waits
     checkpoint_seconds: float = Field(ge=0)
@@ -51,15 +47,6 @@ class SharedStepParams(_Section):
     patience: float | None = Field(gt=0)
 
     _known_precision = field_validator("precision")(lambda v: v if v is None else _one_of(v, PRECISIONS))
-
-    @field_validator("trainer")
-    @classmethod
-    def _trainer_installed(cls, v: str) -> str:
-        lacking = [p for p in ("datasets", "accelerate") if importlib.util.find_spec(p) is None]
-        if v == "sentence-transformers" and lacking:
-            raise ValueError(f"trainer sentence-transformers needs {' and '.join(lacking)}, not installed: "
-                             f"pip install 'pldistill[trainers]' (or set trainer: ours)")
-        return v
 
     @model_validator(mode="after")
     def _one_precision(self) -> SharedStepParams:

@@ -1,5 +1,5 @@
 """What a stage that trains, or runs on several processes, adds around pldistill.runtime.run_stage: mid-run
-checkpoints (pldistill.checkpoints) it resumes from, DVCLive curves (``--live``) and torch.distributed's ranks.
+checkpoints (pldistill.resume) it resumes from, DVCLive curves (``--live``) and torch.distributed's ranks.
 Kept out of runtime so a data stage's command does not depend on them: the stages that train pass ``TRAINING``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from pldistill import checkpoints, distributed, tracking
+from pldistill import distributed, resume, tracking
 from pldistill.io import default_root
 
 
@@ -19,7 +19,7 @@ class Training:
     def enter(self, stack: contextlib.ExitStack, live: Path | None) -> None:
         # A stage killed mid-training resumes from its runs' checkpoints, kept outside DVC's outputs
         # (DVC removes those before a rerun); they are removed when the stage succeeds.
-        stack.enter_context(checkpoints.enabled(default_root() / "checkpoints"))
+        stack.enter_context(resume.enabled(default_root() / "checkpoints"))
         if live is not None and distributed.is_main():
             stack.enter_context(tracking.logging_to(live))
 
@@ -30,7 +30,7 @@ class Training:
         distributed.leave()
 
     def kept(self) -> list[tuple[Path, int]]:
-        return checkpoints.kept()
+        return resume.kept()
 
 
 TRAINING = Training()

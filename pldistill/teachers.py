@@ -26,10 +26,15 @@ from pldistill.config import EvaluateParams, Params, TeacherMember
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
-from pldistill.models import BiEncoder, CrossModel, ModelError
+from pldistill.models import (
+    LOADERS,  # a kind -> its load
+    BiEncoder,
+    CrossModel,
+    ModelError,
+)
 from pldistill.numeric import logit, sigmoid
-from pldistill.trainable import FitResult, write_curves
-from pldistill.training import LOADERS, train_model  # LOADERS: a kind -> its load
+from pldistill.training import FitResult, write_curves
+from pldistill.wrappers import train_model
 
 MANIFEST = "teacher.json"
 

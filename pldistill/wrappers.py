@@ -1,8 +1,10 @@
-"""What wraps the one way into training (pldistill.training's ``start``): each takes runs already started and
-decides which to finish or what to keep, never a branch inside a run. Selection stays on dev throughout.
+"""What wraps the one way into training (pldistill.training's ``start``, a run on sentence-transformers' Trainer):
+each takes runs already started and decides which to finish or what to keep, never a branch inside a run. Selection
+stays on dev throughout. ``train_model`` is the composition a training section's params describe.
 
 - seed optimisation (Augmented SBERT, after Dodge et al. 2020): one run per seed, each paused at a share of its
-  steps; only the best on dev there is finished (``seed_optimised``; a run must pause: our loop's);
+  steps (the run's callback stops the Trainer there and checkpoints it); only the best on dev there is finished,
+  resumed from its checkpoint (``seed_optimised``);
 
 Weight-space averages of runs that share a start, each kept only where it beats what it averages on dev:
 
@@ -20,10 +22,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import pandas as pd
 import torch
 
 from pldistill import distributed
-from pldistill.trainable import FitResult, Run
+from pldistill.config import EvaluateParams, TrainParams
+from pldistill.losses import pair_loss
+from pldistill.models import LOADERS, BiEncoder, CrossModel, is_static
+from pldistill.seeding import seed_all
+from pldistill.training import FitResult, Run, dev_spearman, start
 
 M = TypeVar("M")
 
@@ -138,4 +145,57 @@ def soup(start: Callable[[int], tuple[M, Run]], seeds: list[int]) -> tuple[M, Fi
         run.module.eval()
     res.soup = {"seeds": len(seeds), "trials": trials, "soup_dev": soup_dev, "kept": kept,
                 "seconds_all": round(time.perf_counter() - t0, 1)}
+    return model, res
+
+
+def seeds_of(params: TrainParams, seed: int) -> list[int]:
+    """The seeds a training section runs: ``seed`` alone, or ``params.seeds`` of them from ``seed`` on."""
+    return [seed + i for i in range(params.seeds)]
+
+
+def grouped(model: BiEncoder | CrossModel, params: TrainParams) -> bool:
+    """Whether ``model``'s pair training cuts batches of similar length (``params.group_by_length``)."""
+    return params.grouped(padded=not (isinstance(model, BiEncoder) and is_static(model.model)))
+
+
+def pair_lengths(model: BiEncoder | CrossModel, s1: list[str], s2: list[str]) -> list[int]:
+    """The tokens each pair's batch pads to, at the length the model truncates: a cross-encoder reads a pair as
+    one input; a bi-encoder embeds each column of a batch padded to its longest sentence."""
+    if isinstance(model, CrossModel):
+        return model.lengths(s1, s2)
+    return [max(a, b) for a, b in zip(model.lengths(s1), model.lengths(s2))]
+
+
+def train_model(
+    params: TrainParams, eval_params: EvaluateParams, s1: list[str], s2: list[str], target: list[float],
+    dev: pd.DataFrame, seed: int, desc: str, kind: str = "bi", wise: bool = False,
+) -> tuple[BiEncoder | CrossModel, FitResult]:
+    """A training section's pair training, composed: load ``params.model`` as a bi-encoder (``kind`` bi: its
+    ``params.loss``) or a cross-encoder (cross: soft BCE on scores in [0, 1]), ``start`` one run per seed of
+    ``params.seeds`` (each seeded before loading: a new head's init is drawn from it), and finish the best at the
+    stop (``seed_optimised``) or all of them averaged (``params.soup``); ``wise``: then mixed with its start's
+    weights where dev prefers a mix (WiSE-FT; a bi-encoder: its start loads again the same, where a new head's draw
+    would not)."""
+    if wise and kind != "bi":
+        raise ValueError(f"{desc}: WiSE mixes a bi-encoder with its start, which loads the same twice; a {kind} "
+                         f"model's new head is drawn at load")
+    load = LOADERS[kind]
+
+    def loaded() -> BiEncoder | CrossModel:
+        return load(params.model, params.max_length, params.trust_remote_code, params.layers)
+
+    def started(s: int) -> tuple[BiEncoder | CrossModel, Run]:
+        _, gen = seed_all(s)
+        model = loaded()
+        lengths = pair_lengths(model, s1, s2) if grouped(model, params) else None
+        name = desc if params.seeds == 1 else f"{desc}, seed {s}"
+        return model, start(model, pair_loss(model, params.loss), (s1, s2), target, dev, params, eval_params, gen,
+                            name, lengths=lengths)
+
+    seeds = seeds_of(params, seed)
+    model, res = soup(started, seeds) if params.soup else seed_optimised(started, seeds, params.seed_stop)
+    if wise:
+        res.wise = mix_with_start(model.module, loaded().module.state_dict(), dev_spearman(model, dev, eval_params),
+                                  res.best_dev)
+        res.best_dev = res.wise["best_dev"]
     return model, res

@@ -24,8 +24,8 @@ from pldistill.models import BiEncoder
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.sentences import gather as sentences_of
-from pldistill.training import train_model
 from pldistill.validate import load_params
+from pldistill.wrappers import train_model
 
 
 def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Path) -> tuple[BiEncoder, dict]:

@@ -13,8 +13,8 @@ from pldistill.datasets import gold_dir
 from pldistill.io import write_report
 from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
-from pldistill.training import train_model
 from pldistill.validate import load_params
+from pldistill.wrappers import train_model
 
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:

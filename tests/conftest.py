@@ -483,11 +483,17 @@ def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]
     assert not changed, f"tests wrote into the shared chains {changed}; copy one (Chain.copy_to) before writing"
 
 
-def fit(module, loss, texts, target, dev_score, params, generator, desc="train", lr_by_prefix=None, prefetch=None,
-        arrange=None):
-    """Our loop's run on a module, started and finished (pldistill.loop's ``Fit``), for tests of the loop itself;
-    the pipeline goes in through pldistill.training's ``start``."""
-    from pldistill.loop import Fit
+def fit(module, loss, texts, target, dev_score, params, generator, desc="train", lr_by_prefix=None, lengths=None):
+    """A run on the Trainer, started and finished (pldistill.training's ``Run``), for tests of the engine itself
+    with a dev score of their own; the pipeline goes in through pldistill.training's ``start``."""
+    from pldistill.training import Run
 
-    return Fit(module, loss, texts, target, dev_score, params, generator, desc, lr_by_prefix, prefetch,
-               arrange).finish()
+    seed = int(torch_randint(generator))
+    return Run(loss, texts, target, dev_score, params, seed, desc, lr_by_prefix, lengths).finish()
+
+
+def torch_randint(generator) -> int:
+    """The Trainer's seed drawn from a test's generator, as pldistill.training's ``start`` draws it."""
+    import torch
+
+    return int(torch.randint(2**31 - 1, (1,), generator=generator))

@@ -1,10 +1,10 @@
-"""What the default tier runs under torchrun (tests/test_distributed.py): ``Fit`` training a tiny linear model
-data-parallel, and ``shard_apply`` labelling a frame, on the ranks started; each rank writes what it saw to
-``<out dir>/rank-<rank>.json``. Run in one process (``fit_linear``), the same training is the reference.
-With ``--checkpoints``, the model has dropout (each rank its own masks) and trains with mid-run checkpoints
-there; ``--stop N`` ends every rank abruptly right after the checkpoint at step N (a kill).
+"""What the default tier runs under torchrun (tests/test_distributed.py): a tiny bi-encoder trained data-parallel by
+sentence-transformers' Trainer (pldistill.training's ``Run``), and ``shard_apply`` labelling a frame, on the ranks
+started; each rank writes what it saw to ``<out dir>/rank-<rank>.json`` and its weights beside it. Run in one
+process (``fit_tiny``), the same training is the reference. With ``--checkpoints``, it trains with mid-run
+checkpoints there; ``--stop N`` ends every rank abruptly right after the checkpoint at step N (a kill).
 
-    python -m torch.distributed.run --standalone --nproc-per-node 2 -m tests.distributed_fit <out dir>
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m tests.distributed_fit <out dir> --model <dir>
 """
 
 from __future__ import annotations
@@ -17,53 +17,58 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from safetensors.torch import save_file
 
-from pldistill import checkpoints, distributed
+from pldistill import distributed, resume
 from pldistill.config import StudentParams
-from pldistill.loop import Fit  # (not pldistill.training: it loads sentence-transformers, 5 s a rank)
 
-ROWS = 45  # batches of 8: the last one 5, split 2 + 3 on two ranks
+ROWS = 48  # batches of 8: 4 a rank on two ranks, the same 8 rows a step as one process takes
 
 
-def fit_linear(dropout: float = 0.0) -> tuple[torch.nn.Module, dict]:
-    """A linear model learning y = x . w on ROWS rows, 2 epochs, dev scored at each evaluation; returns it
-    and what this rank saw (dev scores it computed itself, the curve, the final weights, the step it resumed
-    at). ``dropout``: on its inputs."""
+def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """The tiny BERT at ``model_dir`` learning ROWS toy pairs by cosine MSE, 2 epochs, dev scored at each
+    evaluation; its final weights and what this rank saw (dev scores it computed itself, the curve, the step it
+    resumed at)."""
+    from pldistill.losses import CosineMSELoss
+    from pldistill.models import BiEncoder
+    from pldistill.training import Run, dev_spearman
+    from pldistill.validate import parse_params
+    from tests.conftest import make_pairs
+
     torch.manual_seed(3)
-    x = torch.randn(ROWS + 10, 4)
-    y = x @ torch.tensor([0.5, -1.0, 2.0, 0.0])
-    linear = torch.nn.Linear(4, 1)
-    model = torch.nn.Sequential(torch.nn.Dropout(dropout), linear) if dropout else linear
-    rows = [str(i) for i in range(ROWS)]  # Fit hands sentences to the loss: here, row numbers
+    bi = BiEncoder.load(str(model_dir), max_length=32)
+    train, dev = make_pairs(ROWS), make_pairs(16, offset=100)
+    score = dev_spearman(bi, dev, parse_params({"evaluate": {"bf16": False}}).evaluate)
     computed: list[float] = []
 
-    def loss(texts: tuple[list[str], ...], target: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.mse_loss(model(x[[int(i) for i in texts[0]]]).squeeze(-1), target)
-
-    def dev() -> float:
-        with torch.no_grad():
-            computed.append(-float(torch.nn.functional.mse_loss(model(x[ROWS:]).squeeze(-1), y[ROWS:])))
+    def dev_score() -> float:
+        computed.append(score())
         return computed[-1]
 
-    params = StudentParams(epochs=2, batch_size=8, lr=0.05, evals_per_epoch=2, warmup=0.0, checkpoint_seconds=0)
-    run = Fit(model, loss, (rows,), y[:ROWS].numpy(), dev, params, torch.Generator().manual_seed(5))
-    resumed_at = run.step
+    params = StudentParams(epochs=2, batch_size=8, lr=2e-3, evals_per_epoch=2, warmup=0.0, checkpoint_seconds=0,
+                           max_length=32)
+    run = Run(CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
+              train["score"].to_numpy(), dev_score, params, 5, "fit")
+    resumed_at = 0 if run.resume_from is None else int(run.resume_from.name.rsplit("-", 1)[1])
     res = run.finish()
-    return model, {"dev_computed": len(computed), "curve": [(r["step"], r["loss"], r["dev"]) for r in res.curve],
-                   "best_step": res.best_step, "weight": linear.weight.detach().tolist()[0],
-                   "bias": linear.bias.item(), "resumed_at": resumed_at}
+    weights = {k: v.detach().clone().contiguous() for k, v in bi.model.state_dict().items()}
+    return weights, {"dev_computed": len(computed), "curve": [(r["step"], r["dev"]) for r in res.curve],
+                     "best_step": res.best_step, "steps": res.steps, "resumed_at": resumed_at}
 
 
 def stop_after(step: int) -> None:
     """End the process (no clean-up, as a kill would) right after the checkpoint at ``step``."""
-    save = Fit._save
+    from pldistill.trainer_parts import Hooks
 
-    def save_then_stop(self: Fit) -> None:
-        save(self)
-        if self.step >= step:
+    on_save = Hooks.on_save
+
+    def save_then_stop(self, args, state, control, **kwargs):
+        on_save(self, args, state, control, **kwargs)
+        if state.global_step >= step:
+            distributed.on_main(lambda: None)  # every rank has saved its part
             os._exit(3)
 
-    Fit._save = save_then_stop
+    Hooks.on_save = save_then_stop
 
 
 class RankEncoder:
@@ -90,6 +95,7 @@ def embed_shared(root: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
+    ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--checkpoints", type=Path, default=None)
     ap.add_argument("--stop", type=int, default=None)
     args = ap.parse_args()
@@ -97,16 +103,17 @@ def main() -> None:
     if args.checkpoints:
         if args.stop:
             stop_after(args.stop)
-        with checkpoints.enabled(args.checkpoints):
-            _, seen = fit_linear(dropout=0.3)
+        with resume.enabled(args.checkpoints):
+            weights, seen = fit_tiny(args.model)
     else:
-        _, seen = fit_linear()
+        weights, seen = fit_tiny(args.model)
     frame = pd.DataFrame({"row": np.arange(5)})
     labelled = distributed.shard_apply(lambda part: part.assign(rank=distributed.rank()), frame)
     seen["sharded"] = None if labelled is None else labelled.to_dict("list")
     seen["embedded"] = embed_shared(args.out / "store")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank-{distributed.rank()}.json").write_text(json.dumps(seen))
+    save_file(weights, str(args.out / f"rank-{distributed.rank()}.safetensors"))
     distributed.leave()
 
 

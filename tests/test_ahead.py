@@ -1,5 +1,5 @@
-"""Tokenisation ahead of the model (pldistill.ahead): the same features, so the same outputs and weights, with the
-tokenizer's work done in the worker thread."""
+"""Tokenisation ahead of the model in inference (pldistill.ahead): the same features, so the same outputs, with the
+tokenizer's work done in the worker thread. (In training, the Trainer's data loader tokenises.)"""
 
 import threading
 
@@ -8,10 +8,8 @@ import pytest
 import torch
 
 from pldistill import ahead
-from pldistill.losses import pair_loss
 from pldistill.models import BiEncoder, CrossModel
-from pldistill.validate import parse_params
-from tests.conftest import fit, make_pairs
+from tests.conftest import make_pairs
 
 WORKER = "pldistill-tokenize"
 
@@ -70,40 +68,3 @@ def test_inference_ahead_gives_the_in_line_outputs(tiny_model_dir, kind):
     in_line = model.score(s1, s2, batch_size=8, bf16=False)
     assert calls and not any(c.startswith(WORKER) for c in calls)
     np.testing.assert_array_equal(ahead_out, in_line)
-
-
-def _fit(tiny_model_dir, kind, prefetch):
-    torch.manual_seed(1)
-    model = (BiEncoder if kind == "bi" else CrossModel).load(str(tiny_model_dir), max_length=32)
-    calls = _threads_of(model)
-    train = make_pairs(40)
-    # 5 steps an epoch (the last one short), 2 micro-batches each, an evaluation mid-epoch, 2 epochs
-    params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
-                                       "accumulate": 2}}).student
-    dev = iter(range(100)).__next__  # rises: the last checkpoint is kept
-    res = fit(model.module, pair_loss(model), (list(train["sentence1"]), list(train["sentence2"])),
-              train["score"].to_numpy(), dev, params, torch.Generator().manual_seed(1),
-              prefetch=model.prefetch if prefetch else None)
-    return model, res, calls
-
-
-@pytest.mark.parametrize("kind", ["bi", "cross"])
-def test_training_ahead_gives_the_same_weights(tiny_model_dir, kind):
-    a, res, calls = _fit(tiny_model_dir, kind, prefetch=True)
-    b, _, in_line = _fit(tiny_model_dir, kind, prefetch=False)
-    assert res.steps == 10
-    for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
-        assert torch.equal(pa, pb), name
-    # only each epoch's first step (2 micro-batches) tokenises in line: its batch order is drawn as it starts
-    assert sum(not c.startswith(WORKER) for c in calls) == 2 * 2
-    assert sum(c.startswith(WORKER) for c in calls) == 8 * 2
-    assert len(in_line) == 10 * 2 and not any(c.startswith(WORKER) for c in in_line)
-    assert not a.tokens.ahead  # everything made ahead was used
-
-
-def test_made_ahead_but_unused_does_not_pile_up(tiny_model_dir):
-    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-    with ahead.pool() as workers:
-        for i in range(5):
-            bi.prefetch(workers, [([f"a {i}"], [f"b {i}"]), ([f"c {i}"], [f"d {i}"])])
-        assert len(bi.tokens.ahead) == 4  # the last call's 2 and the 2 before them

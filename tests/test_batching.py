@@ -64,7 +64,7 @@ def test_pair_training_groups_by_length_for_the_cosine_loss_of_a_padded_model_on
 
 def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for_a_cross_encoder(tiny_model_dir):
     from pldistill.models import BiEncoder, CrossModel
-    from pldistill.training import pair_lengths
+    from pldistill.wrappers import pair_lengths
 
     s1 = ["a cat", "one two three four five six seven eight", "x"]
     s2 = ["a cat sat on the mat today", "hi", "y z"]
@@ -77,47 +77,49 @@ def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for
 
 
 def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, monkeypatch):
-    from pldistill import training
+    from pldistill import wrappers
     from pldistill.params_train import StudentParams
 
     sizes = [1, 2, 3, 12, 13, 14, 25, 26, 27, 28, 29, 30]
     s1 = [" ".join(["word"] * n) for n in sizes]
     seen: list[list[int]] = []
-    class Spying(CosineMSELoss):
-        def forward(self, texts, target):
-            seen.append(sorted(len(t.split()) for t in texts[0]))
-            return super().forward(texts, target)
 
-    monkeypatch.setattr(training, "pair_loss", lambda model, loss: Spying(model))
+    class Spying(CosineMSELoss):
+        def forward(self, features, target):
+            seen.append(sorted((features[0]["attention_mask"].sum(-1) - 2).tolist()))  # words: tokens but CLS, SEP
+            return super().forward(features, target)
+
+    monkeypatch.setattr(wrappers, "pair_loss", lambda model, loss: Spying(model.model))
     params = StudentParams(model=str(tiny_model_dir), epochs=2, batch_size=3, lr=1e-3, evals_per_epoch=1,
                            warmup=0.0, patience=None, max_length=64, layers=None, group_by_length="auto")
     dev = parse_params({}).evaluate
     pairs = pd.DataFrame({"sentence1": s1[:4], "sentence2": s1[4:8], "score": [0.1, 0.5, 0.7, 0.9]})
-    training.train_model(params, dev, s1, list(s1), [0.5] * 12, pairs, seed=3, desc="t")
+    wrappers.train_model(params, dev, s1, list(s1), [0.5] * 12, pairs, seed=3, desc="t")
     assert len(seen) == 8 and all(b[-1] - b[0] <= 2 for b in seen)  # 4 batches of 3 an epoch: neighbours in length
     assert sorted(n for b in seen[:4] for n in b) == sizes  # every pair once an epoch
 
 
-def test_the_loop_cuts_its_batches_from_the_arranged_order_each_epoch():
-    from pldistill.loop import Fit
-    from pldistill.params_train import StudentParams
+def test_the_trainer_cuts_its_batches_from_the_arranged_order_each_epoch():
+    """The Trainer's batch sampler (pldistill.trainer_parts.batches): a fresh order each epoch, from the Trainer's
+    seed and the epoch, grouped by length where lengths are given, the short batch last."""
+    from pldistill.trainer_parts import batches
 
-    seen: list[list[str]] = []
-    linear = torch.nn.Linear(1, 1)
-
-    def loss(texts, target):
-        seen.append(list(texts[0]))
-        x = torch.tensor([[float(t)] for t in texts[0]])
-        return torch.nn.functional.mse_loss(linear(x).squeeze(-1), target)
-
-    rows = [str(i) for i in range(10)]
+    rows = list(range(10))
     lengths = [5, 1, 4, 1, 3, 9, 2, 8, 7, 6]
-    params = StudentParams(epochs=2, batch_size=4, lr=0.01, evals_per_epoch=1, warmup=0.0, patience=None)
-    gen = torch.Generator().manual_seed(3)
-    Fit(linear, loss, (rows,), torch.zeros(10).numpy(), lambda: 0.0, params, gen,
-        arrange=by_length(lengths, 4, gen)).finish()
-    assert len(seen) == 6  # 3 batches an epoch: 4, 4 and the short one, 2
-    for epoch in (seen[:3], seen[3:]):
-        assert [len(b) for b in epoch] == [4, 4, 2] and sorted(r for b in epoch for r in b) == sorted(rows)
-        assert sorted(epoch[2]) == ["5", "7"]  # the two longest rows (9 and 8 tokens) last
-        assert sorted(map(sorted, epoch[:2])) == [["0", "2", "8", "9"], ["1", "3", "4", "6"]]
+    sampler = batches(lengths)(rows, batch_size=4, drop_last=False, seed=3)
+    epochs = []
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        epochs.append(list(sampler))
+    assert len(sampler) == 3
+    for epoch in epochs:
+        assert [len(b) for b in epoch] == [4, 4, 2] and sorted(r for b in epoch for r in b) == rows
+        assert sorted(epoch[2]) == [5, 7]  # the two longest rows (9 and 8 tokens) last
+        assert sorted(map(sorted, epoch[:2])) == [[0, 2, 8, 9], [1, 3, 4, 6]]
+    again = batches(lengths)(rows, batch_size=4, drop_last=False, seed=3)
+    assert list(again) == epochs[0]  # a resumed run cuts the same batches
+    plain = batches(None)(rows, batch_size=4, drop_last=False, seed=3)
+    first = list(plain)
+    plain.set_epoch(1)
+    assert sorted(r for b in first for r in b) == rows and [len(b) for b in first] == [4, 4, 2]
+    assert list(plain) != first  # each epoch its own order

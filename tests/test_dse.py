@@ -69,9 +69,9 @@ def test_student_saves_loads_with_its_head_and_scores_from_cached_embeddings(tin
 def test_dse_loss_trains_the_head_and_encoder_together(tiny_model_dir):
     torch.manual_seed(0)
     dse = DSE.create(str(tiny_model_dir), "mean", hidden=8, max_length=16)
-    fn = DSELoss(dse, alpha=0.5, task="regression")
+    fn = DSELoss(dse.st, dse.head, dse.pooling, alpha=0.5, task="regression")
     target = torch.tensor([[2.0, 0.9], [-2.0, float("nan")]])
-    loss = fn((["a cat", "a dog"], ["the cat", "rain"]), target)
+    loss = fn([dse.st.preprocess(["a cat", "a dog"]), dse.st.preprocess(["the cat", "rain"])], target)
     loss.backward()
     grads = [(n.split(".")[0], p.grad) for n, p in dse.module.named_parameters() if p.grad is not None]
     assert all(torch.isfinite(g).all() for _, g in grads)  # the NaN gold of a silver pair never leaks in
@@ -85,12 +85,13 @@ def test_student_fits_the_teacher_logits(tiny_model_dir):
     s1 = [f"the cat number {i}" for i in range(8)]
     s2 = [f"a {'cat' if i % 2 else 'dog'} story {i}" for i in range(8)]
     target = torch.tensor([[3.0 if i % 2 else -3.0, float("nan")] for i in range(8)])
-    fn = DSELoss(dse, alpha=0.5, task="regression")
+    fn = DSELoss(dse.st, dse.head, dse.pooling, alpha=0.5, task="regression")
+    features = [dse.st.preprocess(s1), dse.st.preprocess(s2)]  # what the Trainer's collator hands the loss
     opt = torch.optim.AdamW(dse.module.parameters(), lr=3e-3)
     dse.module.train()
     losses_seen = []
     for _ in range(40):
-        loss = fn((s1, s2), target)
+        loss = fn(features, target)
         loss.backward()
         opt.step()
         opt.zero_grad()

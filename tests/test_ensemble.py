@@ -66,20 +66,26 @@ def test_ensemble_load_names_what_is_wrong(two_members, tmp_path):
         ensemble.Ensemble.load(two_members, "mean", 1.0, 32)
 
 
+def _embed(model, sentences):
+    """(n, dim) embeddings through the model's forward, with gradients where the mode has them."""
+    return model.model(model.model.preprocess(sentences))["sentence_embedding"]
+
+
 def test_simcse_dropout_views_differ_in_training_and_agree_in_eval(tiny_model_dir):
     model = BiEncoder.load(str(tiny_model_dir), 32)
     sents = [f"sentence number {i} about {w}" for i, w in enumerate(["cats", "dogs", "rain", "cars"])]
-    loss = SimCSELoss(model, 0.05)
+    loss = SimCSELoss(model.model, 0.05)
     target = torch.zeros(len(sents))
+    features = [model.model.preprocess(sents), model.model.preprocess(sents)]  # what the collator hands the loss
     model.module.train()
     torch.manual_seed(0)
-    emb = model._embed(sents + sents)
+    emb = _embed(model, sents + sents)
     assert not torch.allclose(emb[:4], emb[4:])  # two dropout masks: two views of each sentence
-    train_loss = loss((sents, sents), target)
+    train_loss = loss(features, target)
     model.module.eval()
     with torch.no_grad():
-        emb = model._embed(sents + sents)
-        eval_loss = loss((sents, sents), target)
+        emb = _embed(model, sents + sents)
+        eval_loss = loss(features, target)
     torch.testing.assert_close(emb[:4], emb[4:])  # no dropout: the positive is the sentence's own embedding
     assert train_loss.requires_grad and train_loss.item() > 0
     sim = torch.nn.functional.cosine_similarity(emb[:4].unsqueeze(1), emb[:4].unsqueeze(0), dim=-1) / 0.05
@@ -92,18 +98,19 @@ def test_distill_loss_is_weighted_mae_plus_infonce(tiny_model_dir):
     sents = ["one small cat", "two big dogs", "rain on the river"]
     F = torch.nn.functional
     with torch.no_grad():
-        raw = model._embed(sents)
+        raw = _embed(model, sents)
+        features = [model.model.preprocess(sents)]
         assert not torch.allclose(raw.norm(dim=-1), torch.ones(3))  # the tiny model has no Normalize module
         own = F.normalize(raw, dim=-1)
-        same = EnsembleDistillLoss(model, 0.1, 0.3)((sents,), own)  # the student's raw norm does not matter
+        same = EnsembleDistillLoss(model.model, 0.1, 0.3)(features, own)  # the student's raw norm does not matter
         info = F.cross_entropy(F.cosine_similarity(own.unsqueeze(1), own.unsqueeze(0), dim=-1) / 0.3, torch.arange(3))
         torch.manual_seed(0)
         other = F.normalize(torch.randn_like(own), dim=-1)
-        only_mae = EnsembleDistillLoss(model, 0.0, 0.3)((sents,), other)
+        only_mae = EnsembleDistillLoss(model.model, 0.0, 0.3)(features, other)
         assert only_mae.item() == pytest.approx((own - other).norm(dim=-1).mean().item(), rel=1e-5)
         # InfoNCE rows are the student's sentences, columns the teacher's: not the transpose
         sim = F.cosine_similarity(own.unsqueeze(1), other.unsqueeze(0), dim=-1) / 0.3
-        only_nce = EnsembleDistillLoss(model, 1.0, 0.3)((sents,), other)
+        only_nce = EnsembleDistillLoss(model.model, 1.0, 0.3)(features, other)
         assert only_nce.item() == pytest.approx(F.cross_entropy(sim, torch.arange(3)).item(), rel=1e-5)
         assert only_nce.item() != pytest.approx(F.cross_entropy(sim.T, torch.arange(3)).item(), rel=1e-3)
     assert same.item() == pytest.approx(0.1 * info.item(), rel=1e-4)  # MAE to itself is 0

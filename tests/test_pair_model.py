@@ -52,7 +52,7 @@ def test_every_teacher_and_student_scores_saves_and_loads_back_the_same(tiny_mod
         np.testing.assert_allclose(after, before, atol=1e-5, err_msg=name)
 
 
-def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
+def test_the_models_that_learn_share_the_trainer(tiny_model_dir, tmp_path):
     models = _models(tiny_model_dir, tmp_path)
     train, dev = make_pairs(32), make_pairs(16, offset=100)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1}}).student
@@ -61,12 +61,13 @@ def test_the_models_that_learn_share_the_loop(tiny_model_dir, tmp_path):
         model = models[name][0]
         res = fit(model.module, pair_loss(model), (list(train["sentence1"]), list(train["sentence2"])),
                   train["score"].to_numpy(), dev_spearman(model, dev, ep), params, torch.Generator().manual_seed(0),
-                  desc=name, prefetch=model.prefetch)
+                  desc=name)
         assert res.steps == 4 and [r["step"] for r in res.curve] == [0, 4], name
     dse = models["dse"][0]
     with pytest.raises(TypeError, match="DSELoss"):  # its loss needs alpha and the task
         pair_loss(dse)
     target = np.stack([np.zeros(32), train["score"].to_numpy()], axis=1)  # [teacher logit, gold]
-    res = fit(dse.module, DSELoss(dse, 0.5, "regression"), (list(train["sentence1"]), list(train["sentence2"])),
-              target, lambda: 0.0, params, torch.Generator().manual_seed(0))
+    loss = DSELoss(dse.st, dse.head, dse.pooling, 0.5, "regression")
+    res = fit(dse.module, loss, (list(train["sentence1"]), list(train["sentence2"])), target, lambda: 0.0, params,
+              torch.Generator().manual_seed(0))
     assert res.steps == 4

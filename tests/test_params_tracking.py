@@ -28,14 +28,12 @@ DVC_STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 def _scheduled(*sections: str) -> dict[str, str]:
     """checkpoint_seconds of these training sections: read when a checkpoint falls due, with checkpoints on."""
     return dict.fromkeys((f"{s}.checkpoint_seconds" for s in ("train", *sections)),
-                         "the checkpoint schedule (loop._checkpoint_due), checkpoints on")
+                         "the checkpoint schedule (training.Run.save_due), checkpoints on")
 
 
 NOT_RUN: dict[str, dict[str, str]] = {
-    # gold tracks student whole; keep decides the cut (stage cut), which gold reads from models/cut, and the mid-run
-    # checkpoint's fingerprint dumps the section whole (pldistill.loop), with checkpoints off in the chains
-    "gold": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on",
-             **_scheduled("student")},
+    # gold tracks student whole (a run's checkpoint fingerprint dumps the section whole: pldistill.training)
+    "gold": _scheduled("student"),
     "teacher": _scheduled("teacher", "ensemble.sub"),
     # embed.corpus auto is resolved from data.dataset and data.source as params.yaml is parsed (config.Params.
     # _auto_corpus), before any stage reads a key: the demo read from another file learns no demo sentences
@@ -43,8 +41,7 @@ NOT_RUN: dict[str, dict[str, str]] = {
             "embed.checkpoint_seconds": _scheduled()["train.checkpoint_seconds"]},
     "sample": dict.fromkeys(("data.dataset", "data.source"), "embed.corpus auto's resolution, at parse time"),
     "embed": {"data.source": "embed.corpus auto's resolution, at parse time", **_scheduled("embed")},
-    "distill": {"student.keep": "the checkpoint fingerprint (loop._checkpoint_path), checkpoints on",
-                **dict.fromkeys((f"sample.semantic.{k}" for k in ("nlist", "nprobe", "hnsw_m", "ef_search")),
+    "distill": {**dict.fromkeys((f"sample.semantic.{k}" for k in ("nlist", "nprobe", "hnsw_m", "ef_search")),
                                 "augsbert's later cycles mining with an ivf or hnsw index"),
                 **_scheduled("student", "dse", "trans.cross", "trans.bi", "ensemble.distill")},
 }

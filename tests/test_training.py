@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill.losses import CosineMSELoss, Loss, pair_loss
+from pldistill.losses import CosineMSELoss, pair_loss
 from pldistill.losses.cosent import cosent
 from pldistill.losses.cosine_mse import cosine_mse
 from pldistill.metrics import correlation, jaccard
@@ -22,7 +22,7 @@ def _train(tiny_model_dir, seed, dev_fn=None):
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2}}).student
 
     score = dev_spearman(bi, dev, parse_params({"evaluate": {"bf16": False}}).evaluate)
-    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), dev_fn or score, params, torch.Generator().manual_seed(seed))
     return bi, res, score
 
@@ -56,7 +56,7 @@ def test_select_last_keeps_the_end_even_when_dev_falls(tiny_model_dir):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
-    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), itertools.count(100, -1).__next__, params, torch.Generator().manual_seed(5))
     assert res.best_step == res.steps == 16 and res.best_dev == 96  # the fifth and last evaluation
     assert any(not torch.equal(a, b)
@@ -74,11 +74,11 @@ def test_fit_at_trains_short_and_scores_dev_at_full_length(tiny_model_dir, monke
         return score(*args, **kwargs)
 
     class Spy(CosineMSELoss):
-        def forward(self, texts, y):
+        def forward(self, features, y):
             seen["train"].add(bi.max_length)
-            return super().forward(texts, y)
+            return super().forward(features, y)
 
-    loss = Spy(bi)
+    loss = Spy(bi.model)
 
     monkeypatch.setattr(bi, "score", spy_score)
     p = parse_params({"student": {"batch_size": 8, "max_length": 16}, "evaluate": {"bf16": False}})
@@ -95,14 +95,16 @@ def test_sentences_train_as_one_column_each_row_once(tiny_model_dir):
     target = torch.nn.functional.normalize(torch.randn(16, bi.dim), dim=-1).numpy()
     seen: list[tuple[int, object]] = []
 
-    class Sentences(Loss):
-        columns = 1
+    class Sentences(torch.nn.Module):  # on sentence-transformers' contract: one dict of features a column
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
 
-        def forward(self, texts, y):
-            seen.append(tuple(len(column) for column in texts))
-            return ((bi._embed(texts[0]) - y) ** 2).mean()
+        def forward(self, features, y):
+            seen.append(tuple(len(f["input_ids"]) for f in features))
+            return ((self.model(features[0])["sentence_embedding"] - y) ** 2).mean()
 
-    loss = Sentences(bi)
+    loss = Sentences(bi.model)
 
     p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
     fit_at(bi, loss, (sentences,), target, make_pairs(8, offset=100), p.student, p.evaluate,
@@ -112,41 +114,46 @@ def test_sentences_train_as_one_column_each_row_once(tiny_model_dir):
 
 
 def test_a_loss_reads_as_many_text_columns_as_the_data_have(tiny_model_dir):
-    """Triplets (anchor, positive, negative) train like pairs: each micro-batch hands the loss its rows of every
-    column, aligned; a bi-encoder embeds them all in one forward and splits them back."""
+    """Triplets (anchor, positive, negative) train like pairs: each batch hands the loss its rows of every column,
+    tokenised, aligned with their labels (here each row's index)."""
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     rows = make_pairs(16)
     texts = (list(rows["sentence1"]), list(rows["sentence2"]), [f"unrelated {i}" for i in range(16)])
-    seen: list[tuple[str, ...]] = []
+    seen: list[tuple] = []
+    tok = bi.model.tokenizer
 
-    class Triplet(Loss):  # a margin loss: the anchor nearer its positive than its negative
-        columns = 3
+    class Triplet(torch.nn.Module):  # a margin loss: the anchor nearer its positive than its negative
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
 
-        def forward(self, cols, y):
-            seen.extend(zip(*cols))
-            a, pos, neg = bi.embed_columns(self.texts(cols))  # (batch, dim) each
+        def forward(self, features, y):
+            cols = [tok.batch_decode(f["input_ids"], skip_special_tokens=True) for f in features]
+            seen.extend(zip(y.tolist(), *cols))
+            a, pos, neg = (self.model(f)["sentence_embedding"] for f in features)  # (batch, dim) each
             cos = torch.nn.functional.cosine_similarity
             return torch.relu(cos(a, neg) - cos(a, pos) + 0.5).mean()
 
-    triplet = Triplet(bi)
-
     p = parse_params({"student": {"batch_size": 8, "epochs": 1}, "evaluate": {"bf16": False}})
-    fit_at(bi, triplet, texts, np.zeros(16, np.float32), make_pairs(8, offset=100), p.student, p.evaluate,
-           torch.Generator().manual_seed(0), desc="triplets")
-    assert sorted(seen) == sorted(zip(*texts))  # every row once, its three texts together
+    fit_at(bi, Triplet(bi.model), texts, np.arange(16, dtype=np.float32), make_pairs(8, offset=100), p.student,
+           p.evaluate, torch.Generator().manual_seed(0), desc="triplets")
+    assert sorted(seen) == [(float(i), *(tok.decode(tok(c[i])["input_ids"], skip_special_tokens=True) for c in texts))
+                            for i in range(16)]  # every row once, its three texts together
 
 
 def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir):
+    from pldistill.training import Run
+
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     p = parse_params({"student": {"batch_size": 4, "epochs": 1}})
     with pytest.raises(ValueError, match=r"one row per target \(3\); got columns of \[3, 2\]"):
-        fit(bi.module, CosineMSELoss(bi), (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
+        fit(bi.module, CosineMSELoss(bi.model), (["a", "b", "c"], ["d", "e"]), np.zeros(3), lambda: 0.0, p.student,
             torch.Generator())
-    with pytest.raises(TypeError, match="texts is a tuple of text columns"):  # the old (s1, s2, target, ...) call
-        fit(bi.module, CosineMSELoss(bi), ["a", "b"], ["c", "d"], np.zeros(2), lambda: 0.0, p.student,
-            torch.Generator())
-    with pytest.raises(ValueError, match="the cosine MSE loss learns from 2 text columns a row, got 1"):
-        CosineMSELoss(bi)((["a", "b"],), torch.zeros(2))
+    with pytest.raises(TypeError, match="texts is a tuple of text columns"):  # one column given bare
+        Run(CosineMSELoss(bi.model), ["a", "b"], np.zeros(2), lambda: 0.0, p.student, 0, "t")
+    with pytest.raises(ValueError, match=r"the cosine MSE loss learns from 2 text columns a row \(besides the label\); "
+                                         "got 1"):
+        CosineMSELoss(bi.model)([bi.model.preprocess(["a", "b"])], torch.zeros(2))
 
 
 def test_metrics():
@@ -155,23 +162,35 @@ def test_metrics():
     np.testing.assert_allclose(jaccard(["a b c", "x"], ["b c d", ""]), [0.5, 0.0])
 
 
-def test_optimizer_gives_named_submodules_their_own_learning_rate():
-    from pldistill.config import StudentParams
-    from pldistill.loop import _optimizer
+def test_a_loss_s_own_module_trains_at_its_own_learning_rate(tiny_model_dir):
+    """A head the loss holds (DSE's) is trained with the model, at ``lr_by_prefix``'s rate (the Trainer's
+    learning_rate_mapping); biases and LayerNorm weights are not decayed."""
+    from pldistill.training import Run
 
-    module = torch.nn.ModuleDict({"encoder": torch.nn.Linear(3, 3), "head": torch.nn.Linear(3, 1)})
-    opt = _optimizer(module, StudentParams(lr=1e-5, weight_decay=0.01), {"head": 1e-3})
+    bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
+
+    class WithHead(CosineMSELoss):
+        def __init__(self, model):
+            super().__init__(model)
+            self.head = torch.nn.Linear(3, 1)
+
+    loss = WithHead(bi.model)
+    params = parse_params({"student": {"lr": 1e-5, "weight_decay": 0.01, "batch_size": 4, "epochs": 1}}).student
+    run = Run(loss, (["a b", "c d"], ["e f", "g h"]), np.zeros(2), lambda: 0.0, params, 0, "t", {"head": 1e-3})
+    opt = run.trainer.create_optimizer()
     by_param = {id(p): (g["lr"], g["weight_decay"]) for g in opt.param_groups for p in g["params"]}
-    assert by_param[id(module["encoder"].weight)] == (1e-5, 0.01)
-    assert by_param[id(module["encoder"].bias)] == (1e-5, 0.0)  # no decay on biases
-    assert by_param[id(module["head"].weight)] == (1e-3, 0.01)
-    assert by_param[id(module["head"].bias)] == (1e-3, 0.0)
+    layer = bi.model[0].auto_model.encoder.layer[0].attention.self.query
+    assert by_param[id(layer.weight)] == (1e-5, 0.01)
+    assert by_param[id(layer.bias)] == (1e-5, 0.0)  # no decay on biases
+    assert by_param[id(loss.head.weight)] == (1e-3, 0.01)
+    assert by_param[id(loss.head.bias)] == (1e-3, 0.0)
+    run.close()
 
 
 def _seeded_start(tiny_model_dir, params, calls):
     """fit_seeds' start(seed): everything seeded from ``seed``; a real dev score on held-out pairs."""
     from pldistill.seeding import seed_all
-    from pldistill.training import Fit
+    from pldistill.training import start as started
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
@@ -180,8 +199,8 @@ def _seeded_start(tiny_model_dir, params, calls):
         calls.append(seed)
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-        return bi, Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
-                       train["score"].to_numpy(), dev_spearman(bi, dev, ep), params, gen)
+        return bi, started(bi, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
+                           train["score"].to_numpy(), dev, params, ep, gen, f"seed {seed}")
 
     return start
 
@@ -223,7 +242,7 @@ def test_one_seed_is_a_plain_run(tiny_model_dir):
 
 def test_seeds_and_stop_are_validated():
     from pldistill.config import ConfigError
-    from pldistill.training import seeds_of
+    from pldistill.wrappers import seeds_of
 
     p = parse_params({"student": {"seeds": 5}, "seed": 40})
     assert seeds_of(p.student, p.seed) == [40, 41, 42, 43, 44] and p.student.seed_stop == 0.2
@@ -248,7 +267,7 @@ def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_mod
         train = make_pairs(32)
         params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 1,
                                            "optimizer": opt}}).student
-        fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
+        fit(bi.module, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
             train["score"].to_numpy(), itertools.count().__next__, params, torch.Generator().manual_seed(3))
         runs[opt] = bi.module.state_dict()
     moved = [(a - b).abs().max().item() for a, b in zip(runs["adamw"].values(), runs["adamw-fused"].values())]
@@ -261,13 +280,14 @@ def test_student_loss_cosent_is_what_a_bi_encoder_learns_pairs_by(tiny_model_dir
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     pairs = make_pairs(8)
     texts, y = (list(pairs["sentence1"]), list(pairs["sentence2"])), torch.tensor(pairs["score"].to_numpy())
+    features = [bi.model.preprocess(column) for column in texts]  # what the Trainer's collator hands a loss
     with torch.no_grad():
-        u, v = bi.embed_columns(texts)
-        got = {name: pair_loss(bi, name)(texts, y) for name in ("cosine", "cosent")}
+        u, v = (bi.model(f)["sentence_embedding"] for f in features)
+        got = {name: pair_loss(bi, name)(features, y) for name in ("cosine", "cosent")}
     assert torch.isclose(got["cosent"], cosent(u, v, y))
     assert torch.isclose(got["cosine"], cosine_mse(u, v, y))
-    with pytest.raises(ValueError, match="CoSENT learns from 2 text columns a row, got 1"):
-        pair_loss(bi, "cosent")((texts[0],), y)
+    with pytest.raises(ValueError, match="CoSENT learns from 2 text columns a row"):
+        pair_loss(bi, "cosent")(features[:1], y)
 
 
 def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
@@ -289,7 +309,7 @@ def _fit_scored(tiny_model_dir, dev_scores, **student):
     train = make_pairs(64)
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 3, "evals_per_epoch": 2,
                                        **student}}).student
-    res = fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
+    res = fit(bi.module, CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
               train["score"].to_numpy(), iter(dev_scores).__next__, params, torch.Generator().manual_seed(5))
     return bi, res
 

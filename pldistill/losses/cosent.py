@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.losses.base import embeddings
 
 
 def cosent(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
@@ -22,11 +21,12 @@ def cosent(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor, scale: float 
     return torch.logsumexp(torch.cat([diff.new_zeros(1), diff]), dim=0)
 
 
-class CoSENTLoss(Loss):
-    """(s1, s2) columns; labels: the pairs' scores, on any scale."""
+class CoSENTLoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on (s1, s2) columns; labels: the pairs' scores, on any scale."""
 
-    name = "CoSENT"
-    prefetch = True
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
 
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        return cosent(*self.model.embed_columns(self.texts(texts)), labels)
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        return cosent(*embeddings(self.model, sentence_features, 2, "CoSENT"), labels)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.losses.base import embeddings
 
 
 def cosine_mse(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -17,11 +16,12 @@ def cosine_mse(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor) -> torch.
     return F.mse_loss(F.cosine_similarity(u.float(), v.float(), dim=-1), target.float())
 
 
-class CosineMSELoss(Loss):
-    """(s1, s2) columns; labels: the pairs' scores on the cosine's scale."""
+class CosineMSELoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on (s1, s2) columns; labels: the pairs' scores on the cosine's scale."""
 
-    name = "the cosine MSE loss"
-    prefetch = True
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
 
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        return cosine_mse(*self.model.embed_columns(self.texts(texts)), labels)
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        return cosine_mse(*embeddings(self.model, sentence_features, 2, "the cosine MSE loss"), labels)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.dse import pool
+from pldistill.losses.base import columns
 
 
 def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha: float, task: str) -> torch.Tensor:
@@ -30,16 +30,41 @@ def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha:
     return torch.where(has_gold, alpha * distil + (1 - alpha) * lbl, distil).mean()
 
 
-class DSELoss(Loss):
-    """(s1, s2) columns; label rows: [teacher logit, gold label or NaN]. ``model``: a DSE student (pldistill.dse),
-    whose module holds the encoder and the head."""
+class DSELoss(torch.nn.Module):
+    """A DSE student's loss (``model`` its ``SentenceTransformer`` encoder, ``head`` its pair head over
+    [u, v, u∘v, |u−v|], held here and trained with the encoder, as the library's SoftmaxLoss holds its classifier)
+    on (s1, s2) columns; label rows: [teacher logit, gold label or NaN]. ``pooling``: how the encoder's hidden
+    states become a sentence vector (pldistill.dse.pool)."""
 
-    name = "the DSE loss"
+    def __init__(self, model: torch.nn.Module, head: torch.nn.Module, pooling: str, alpha: float, task: str) -> None:
+        super().__init__()
+        self.model, self.head, self.pooling, self.alpha, self.task = model, head, pooling, alpha, task
 
-    def __init__(self, model: object, alpha: float, task: str) -> None:
-        super().__init__(model)
-        self.alpha, self.task = alpha, task
+    def pooled(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(batch, dim) sentence vectors from one column's features, through the model's forward (hidden states on
+        for the call), so a DDP-wrapped model syncs the gradients."""
+        config = _config(self.model)
+        before, config.output_hidden_states = config.output_hidden_states, True
+        try:
+            out = self.model(features)
+        finally:
+            config.output_hidden_states = before
+        ids, cls_id = features["input_ids"], _tokenizer(self.model).cls_token_id
+        cls_first = cls_id is not None and bool((ids[:, 0] == cls_id).all())
+        return pool(out["all_layer_embeddings"], out["attention_mask"], self.pooling, cls_first)
 
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        s1, s2 = self.texts(texts)
-        return dse(self.model._logits(s1, s2), labels[:, 0], labels[:, 1], self.alpha, self.task)
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        u, v = (self.pooled(f).float() for f in columns(list(sentence_features), 2, "the DSE loss"))
+        return dse(self.head(u, v), labels[:, 0], labels[:, 1], self.alpha, self.task)
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model)  # a DDP wrapper holds the model as .module
+
+
+def _config(model: torch.nn.Module):
+    return _unwrapped(model)[0].auto_model.config
+
+
+def _tokenizer(model: torch.nn.Module):
+    return _unwrapped(model).tokenizer

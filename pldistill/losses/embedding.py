@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.losses.base import embeddings
 
 
 def cosine_matrix_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
@@ -19,22 +18,19 @@ def cosine_matrix_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Ten
     return F.mse_loss(s @ s.T, t @ t.T)  # (batch, batch) each
 
 
-class EmbeddingLoss(Loss):
-    """(sentence,) columns; label rows: the source model's embeddings, unit length. ``terms``: embed.loss split on
-    "+" (mse, sim); ``sim_weight``: the weight of the cosine-matrix term."""
+class EmbeddingLoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on a (sentence,) column; label rows: the source model's embeddings, unit
+    length. ``terms``: embed.loss split on "+" (mse, sim); ``sim_weight``: the weight of the cosine-matrix term."""
 
-    name = "the embedding step's loss"
-    columns = 1
+    def __init__(self, model: torch.nn.Module, terms: list[str], sim_weight: float) -> None:
+        super().__init__()
+        self.model, self.terms, self.sim_weight = model, terms, sim_weight
 
-    def __init__(self, model: object, terms: list[str], sim_weight: float) -> None:
-        super().__init__(model)
-        self.terms, self.sim_weight = terms, sim_weight
-
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        (sentences,) = self.texts(texts)  # sentences, not pairs
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        (emb,) = embeddings(self.model, sentence_features, 1, "the embedding step's loss")  # sentences, not pairs
         # (batch, student dim), unit length like the targets: a student without a Normalize module learns the
         # teacher's directions instead of spending the loss on its norm
-        emb = F.normalize(self.model._embed(sentences).float(), dim=-1)
+        emb = F.normalize(emb.float(), dim=-1)
         loss = F.mse_loss(emb, labels.float()) if "mse" in self.terms else emb.new_zeros(())
         if "sim" in self.terms:
             loss = loss + self.sim_weight * cosine_matrix_mse(emb, labels)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.losses.base import embeddings
 from pldistill.losses.info_nce import info_nce
 
 
@@ -25,16 +24,13 @@ def embedding_distill(student: torch.Tensor, teacher: torch.Tensor, infonce_weig
     return (1 - infonce_weight) * embedding_mae(s, teacher) + infonce_weight * info_nce(s, teacher, temperature)
 
 
-class EnsembleDistillLoss(Loss):
-    """(sentence,) columns; label rows: the ensemble teacher's embeddings."""
+class EnsembleDistillLoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on a (sentence,) column; label rows: the ensemble teacher's embeddings."""
 
-    name = "the ensemble student's loss"
-    columns = 1
+    def __init__(self, model: torch.nn.Module, infonce_weight: float, temperature: float) -> None:
+        super().__init__()
+        self.model, self.infonce_weight, self.temperature = model, infonce_weight, temperature
 
-    def __init__(self, model: object, infonce_weight: float, temperature: float) -> None:
-        super().__init__(model)
-        self.infonce_weight, self.temperature = infonce_weight, temperature
-
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        (sentences,) = self.texts(texts)  # sentences, not pairs
-        return embedding_distill(self.model._embed(sentences), labels, self.infonce_weight, self.temperature)
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        (emb,) = embeddings(self.model, sentence_features, 1, "the ensemble student's loss")  # sentences, not pairs
+        return embedding_distill(emb, labels, self.infonce_weight, self.temperature)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.batching import Columns
-from pldistill.losses.base import Loss
+from pldistill.losses.base import embeddings
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -19,16 +18,15 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float) -> torch.Tens
     return F.cross_entropy(sim, torch.arange(len(a), device=a.device))
 
 
-class SimCSELoss(Loss):
-    """(sentence, positive) columns; labels unused. Both sides go through one forward pass in train mode, so a
-    sentence that is its own positive meets itself under two independent dropout masks (unsupervised SimCSE)."""
+class SimCSELoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on (sentence, positive) columns; labels unused. Each side is its own forward
+    in train mode, so a sentence that is its own positive meets itself under two independent dropout masks
+    (unsupervised SimCSE)."""
 
-    name = "SimCSE's InfoNCE"
+    def __init__(self, model: torch.nn.Module, temperature: float) -> None:
+        super().__init__()
+        self.model, self.temperature = model, temperature
 
-    def __init__(self, model: object, temperature: float) -> None:
-        super().__init__(model)
-        self.temperature = temperature
-
-    def forward(self, texts: Columns, labels: torch.Tensor) -> torch.Tensor:
-        anchor, positive = self.model.embed_columns(self.texts(texts))  # (batch, dim) each
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        anchor, positive = embeddings(self.model, sentence_features, 2, "SimCSE's InfoNCE")  # (batch, dim) each
         return info_nce(anchor, positive, self.temperature)

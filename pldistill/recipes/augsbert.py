@@ -18,8 +18,8 @@ from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, pruned, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
-from pldistill.trainable import FitResult
-from pldistill.training import split_scores, train_model
+from pldistill.training import FitResult, split_scores
+from pldistill.wrappers import train_model
 
 
 class AugSBERT(Recipe):

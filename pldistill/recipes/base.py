@@ -22,7 +22,7 @@ from pldistill.io import SKIPPED_NOTE, atomic_dir, sha256_file, write_card, writ
 from pldistill.models import BiEncoder, PairModel
 from pldistill.store import digest
 from pldistill.teachers import Teacher
-from pldistill.trainable import FitResult
+from pldistill.training import FitResult
 
 
 def weights_digest(spec: str) -> str:

@@ -25,7 +25,7 @@ from pldistill.io import write_csv_rows
 from pldistill.models import PairModel
 from pldistill.recipes.base import CYCLE_COLUMNS, environment, weights_digest
 from pldistill.store import Steps, Store, fingerprint, portable
-from pldistill.trainable import FitResult
+from pldistill.training import FitResult
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: dvc.yaml, stages/, pldistill/
 STAGE = "distill"  # the stage the cycles run in

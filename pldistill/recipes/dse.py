@@ -54,7 +54,8 @@ class DSERecipe(Recipe):
         sp = student_start(params, dirs.embed)
         student = DSE.create(sp.model, dp.pooling, dp.hidden, dp.max_length, sp.trust_remote_code, sp.layers)
         task = task_of(params.data, gold)
-        res = train(student, DSELoss(student, dp.alpha, task), (list(rows["sentence1"]), list(rows["sentence2"])),
+        loss = DSELoss(student.st, student.head, student.pooling, dp.alpha, task)  # the head trains in the loss
+        res = train(student, loss, (list(rows["sentence1"]), list(rows["sentence2"])),
                     target, scored["dev"], dp, params.evaluate, gen, desc="dse student",
                     lr_by_prefix={"head": dp.head_lr})
         if not distributed.is_main():  # its share of the training done; rank 0 writes

@@ -36,8 +36,8 @@ from pldistill.recipes.cycles import best as best_of
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
-from pldistill.trainable import FitResult
-from pldistill.training import split_scores, train_model
+from pldistill.training import FitResult, split_scores
+from pldistill.wrappers import train_model
 
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined

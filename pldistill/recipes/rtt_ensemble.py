@@ -33,8 +33,7 @@ from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
 from pldistill.seeding import seed_all
-from pldistill.trainable import write_curves
-from pldistill.training import split_scores, train
+from pldistill.training import split_scores, train, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 
@@ -95,7 +94,7 @@ def train_members(params: Params, clean: Path, out: Path) -> dict:
         for pos in positive_sets(params, clean):
             _, gen = seed_all(pos.seed)  # torch's global seed drives the dropout masks
             model = BiEncoder.load(tp.model, tp.max_length, tp.trust_remote_code)
-            res = train(model, SimCSELoss(model, sp.temperature), (pos.sentences, pos.positives),
+            res = train(model, SimCSELoss(model.model, sp.temperature), (pos.sentences, pos.positives),
                         np.zeros(len(pos.sentences), np.float32), dev, sp, params.evaluate, gen, desc=pos.name)
             model.save(tmp / pos.name, cards.card(f"RTT-ensemble sub-model {pos.name}", "bi", tp.model, {
                 "positives": f"round-trip paraphrase via {pos.language}" if pos.language else "dropout view",
@@ -264,7 +263,7 @@ class RTTEnsemble(Recipe):
         student = BiEncoder.load(sp.model, sp.max_length, sp.trust_remote_code, sp.layers)
         check_dims(student, target.shape[1], file)
         start = split_scores(student, scored, ep)
-        res = train(student, EnsembleDistillLoss(student, dp.infonce_weight, dp.temperature), (sentences,),
+        res = train(student, EnsembleDistillLoss(student.model, dp.infonce_weight, dp.temperature), (sentences,),
                     target, scored["dev"], dp, ep, gen, desc="student")
         card = cards.card("RTT-ensemble student", "bi", params.student.model, {
             "dataset": params.data.name, "sentences": len(sentences), "teacher": "ensemble in models/teacher",

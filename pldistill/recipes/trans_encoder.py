@@ -38,8 +38,7 @@ from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_pl
 from pldistill.recipes.cycles import best as best_of
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest
-from pldistill.trainable import FitResult
-from pldistill.training import split_scores, train
+from pldistill.training import FitResult, split_scores, train
 
 LABELS = "labels.parquet"  # a labelling step's file
 
@@ -156,14 +155,14 @@ class TransEncoder(Engine):
         s1, s2, y = self._read(labels)
         model = self._load_cross(start)
         # Both orders: a cross-encoder reads "a [SEP] b" and "b [SEP] a" as different inputs.
-        loss = SoftBCELoss(model)
+        loss = SoftBCELoss(model.model)
         res = self._fit(model, loss, s1 + s2, s2 + s1, np.concatenate([y, y]), self.t.cross, desc)
         self._keep(tmp, meta, model, start, res)
 
     def _train_bi(self, tmp: Path, meta: dict, start: str, labels: Step, desc: str, member: int) -> None:
         s1, s2, y = self._read(labels)
         model = self._load_bi(start, member)
-        self._keep(tmp, meta, model, start, self._fit(model, CosineMSELoss(model), s1, s2, y, self.t.bi, desc))
+        self._keep(tmp, meta, model, start, self._fit(model, CosineMSELoss(model.model), s1, s2, y, self.t.bi, desc))
 
     @staticmethod
     def _read(labels: Step) -> tuple[list[str], list[str], np.ndarray]:

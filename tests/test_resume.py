@@ -1,7 +1,7 @@
-"""Mid-run checkpoints (pldistill.checkpoints): a run killed half-way resumes from its last checkpoint
-and ends exactly where the uninterrupted run ends; plus gradient accumulation and precision checks."""
+"""Mid-run checkpoints (pldistill.resume, the Trainer's own): a run killed half-way resumes from its last checkpoint
+and ends exactly where the uninterrupted run ends; the folder is named by the run's fingerprint, its code taken from
+the import graph; plus gradient accumulation and precision checks."""
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -9,12 +9,11 @@ import textwrap
 import pytest
 import torch
 
-from pldistill import checkpoints
+from pldistill import resume
 from pldistill.config import ConfigError
-from pldistill.loop import Fit
 from pldistill.losses import CosineMSELoss
 from pldistill.models import BiEncoder
-from pldistill.training import dev_spearman
+from pldistill.training import Run
 from pldistill.validate import parse_params
 from pldistill.wrappers import seed_optimised as fit_seeds
 from tests.conftest import ROOT, make_pairs
@@ -28,6 +27,7 @@ def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
     """fit_seeds' start(seed), seeded as the stages seed, its dev score raising ``Killed`` at the
     ``kill_at_eval``-th evaluation (1 is step 0's) of any run; ``dev_at``: step -> the dev score it reads."""
     from pldistill.seeding import seed_all
+    from pldistill.training import dev_spearman
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
@@ -37,16 +37,19 @@ def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
         _, gen = seed_all(seed)
         bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
         score = dev_spearman(bi, dev, ep)
-        run: list[Fit] = []  # the run, once built (its first evaluation, step 0's, comes before)
+        run: list[Run] = []  # the run, once built (its first evaluation, step 0's, comes before)
 
         def dev_score():
             evals[0] += 1
             if evals[0] == kill_at_eval:
                 raise Killed
-            return score() if dev_at is None else dev_at[run[0].step if run else 0]
+            return score() if dev_at is None else dev_at[run[0].trainer.state.global_step if run else 0]
 
-        run.append(Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
-                       train["score"].to_numpy(), dev_score, params, gen))
+        # the dev scorer stands in for the pairs: start's own (dev_spearman) would score them itself
+        loss = CosineMSELoss(bi.model)
+        seed_ = int(torch.randint(2**31 - 1, (1,), generator=gen))
+        run.append(Run(loss, (list(train["sentence1"]), list(train["sentence2"])), train["score"].to_numpy(),
+                       dev_score, params, seed_, f"seed {seed}"))
         return bi, run[0]
 
     return start
@@ -60,11 +63,16 @@ def _params(**kw):
 
 
 def _assert_same(a, res_a, b, res_b):
-    assert [{k: r[k] for k in ("step", "loss", "dev")} for r in res_a.curve] == \
-           [{k: r[k] for k in ("step", "loss", "dev")} for r in res_b.curve]
+    assert [{k: r[k] for k in ("step", "dev")} for r in res_a.curve] == \
+           [{k: r[k] for k in ("step", "dev")} for r in res_b.curve]
     assert (res_a.best_dev, res_a.best_step, res_a.steps) == (res_b.best_dev, res_b.best_step, res_b.steps)
     for (name, pa), pb in zip(a.module.state_dict().items(), b.module.state_dict().values()):
         assert torch.equal(pa, pb), name
+
+
+def _step(run) -> int:
+    """Where a started run stands: 0, or the step of the checkpoint it resumes from."""
+    return 0 if run.resume_from is None else int(run.resume_from.name.rsplit("-", 1)[1])
 
 
 @pytest.mark.parametrize(("every", "select", "resumed_at"), [(None, "dev", 8), (3, "last", 9)])
@@ -75,18 +83,20 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_the_uninterrupted_
     whole = run.finish()  # no checkpoints: the reference
 
     root = tmp_path / "ckpt"
-    with pytest.raises(Killed), checkpoints.enabled(root):
+    with pytest.raises(Killed), resume.enabled(root):
         _start(tiny_model_dir, params, kill_at_eval=4)(7)[1].finish()  # evaluations at 0, 4, 8: dies at 12
-    (left,) = root.iterdir()  # one run, one checkpoint, kept: the block failed
-    assert json.loads((left / "state.json").read_text())["step"] == resumed_at
-    assert {p.name for p in left.iterdir()} >= {"model.safetensors", "optimizer.safetensors", "rng.safetensors"}
-    assert (left / "best.safetensors").is_file() == (select == "dev")
+    (left,) = root.iterdir()  # one run, its folder kept: the block failed
+    last = resume.latest(left)
+    assert last.name == f"checkpoint-{resumed_at}"  # the Trainer's checkpoint, with what selection needs beside it
+    assert {p.name for p in last.iterdir()} >= {"module.safetensors", "optimizer.pt", "scheduler.pt",
+                                                "trainer_state.json", "curve.json"}
+    assert (last / "best.safetensors").is_file() == (select == "dev")
 
-    with checkpoints.enabled(root):
+    with resume.enabled(root):
         again, run = _start(tiny_model_dir, params)(7)
-        assert run.step == resumed_at
+        assert _step(run) == resumed_at
         res = run.finish()
-    assert f"resumed from the checkpoint at step {resumed_at} of 16" in capsys.readouterr().err
+    assert f"resumes from the checkpoint at step {resumed_at} of 16" in capsys.readouterr().err
     _assert_same(model, whole, again, res)
     assert list(root.iterdir()) == []  # the stage finished: its checkpoints are gone
 
@@ -100,11 +110,11 @@ def test_a_run_killed_before_its_early_stop_resumes_and_stops_where_the_uninterr
     assert (whole.steps, whole.best_step) == (16, 4) and whole.stopped.startswith("at step 16 of 24")
 
     root = tmp_path / "ckpt"
-    with pytest.raises(Killed), checkpoints.enabled(root):
+    with pytest.raises(Killed), resume.enabled(root):
         _start(tiny_model_dir, params, kill_at_eval=5, dev_at=dev_at)(7)[1].finish()  # dies at step 16's
-    with checkpoints.enabled(root):
+    with resume.enabled(root):
         again, run = _start(tiny_model_dir, params, dev_at=dev_at)(7)
-        assert run.step == 12 and run.stopped is None
+        assert _step(run) == 12 and run.stopped is None
         res = run.finish()
     _assert_same(model, whole, again, res)
     assert res.stopped == whole.stopped
@@ -120,29 +130,54 @@ def test_checkpoint_seconds_spaces_the_checkpoints_and_a_pause_always_writes_one
     params = _params(checkpoint_seconds=seconds)
     model, run = _start(tiny_model_dir, params)(7)
     whole = run.finish()  # no checkpoints: the reference
-    steps, save = [], checkpoints.save
-    monkeypatch.setattr(checkpoints, "save", lambda path, model, opt, rng, state, *a, **kw: (
-        steps.append(state["step"]), save(path, model, opt, rng, state, *a, **kw)))
-    with checkpoints.enabled(tmp_path / "ckpt"):
+    from pldistill.trainer_parts import Hooks
+
+    steps, on_save = [], Hooks.on_save
+    monkeypatch.setattr(Hooks, "on_save", lambda self, args, state, control, **kw: (
+        steps.append(state.global_step), on_save(self, args, state, control, **kw))[1])
+    with resume.enabled(tmp_path / "ckpt"):
         again, run = _start(tiny_model_dir, params)(7)
         if pause_at:
             run.advance(pause_at)
         res = run.finish()
     assert steps == written
-    if pause_at:  # the pause scored dev at step 6 too (a row more, and the mean loss of the next row is shorter)
-        res.curve = [{**r, "loss": w["loss"]} for r, w in zip([r for r in res.curve if r["step"] != pause_at],
-                                                              whole.curve, strict=True)]
+    if pause_at:  # the pause scored dev at step 6 too (a row more)
+        res.curve = [r for r in res.curve if r["step"] != pause_at]
     _assert_same(model, whole, again, res)  # when it checkpoints never changes what it trains
 
 
 def test_another_run_never_resumes_a_checkpoint_not_its_own(tiny_model_dir, tmp_path):
     root = tmp_path / "ckpt"
-    with pytest.raises(Killed), checkpoints.enabled(root):
+    with pytest.raises(Killed), resume.enabled(root):
         _start(tiny_model_dir, _params(), kill_at_eval=4)(7)[1].finish()
-    with checkpoints.enabled(root):
-        assert _start(tiny_model_dir, _params(lr=1e-3))(7)[1].step == 0  # other params
-        assert _start(tiny_model_dir, _params())(8)[1].step == 0  # another seed: other weights, batch order
-        assert _start(tiny_model_dir, _params(checkpoint_every=5))(7)[1].step == 8  # how often: not part of it
+    with resume.enabled(root):
+        assert _step(_start(tiny_model_dir, _params(lr=1e-3))(7)[1]) == 0  # other params
+        assert _step(_start(tiny_model_dir, _params())(8)[1]) == 0  # another seed: other weights, batch order
+        assert _step(_start(tiny_model_dir, _params(checkpoint_every=5))(7)[1]) == 8  # how often: not part of it
+
+
+def test_the_code_a_run_depends_on_comes_from_the_import_graph(monkeypatch):
+    """The fingerprint's code is every module the engine imports, and theirs (no list kept by hand): the batch
+    order (batching), the Trainer's extensions, the losses and the models are in it; a data stage's module is not;
+    an edit to any module in it changes every run's folder."""
+    from pldistill.imports import closure, imports, modules
+
+    mods = modules()
+    code = closure(imports(mods), resume.ENGINE)
+    assert {"pldistill.training", "pldistill.trainer_parts", "pldistill.batching", "pldistill.wrappers",
+            "pldistill.losses.cosine_mse", "pldistill.models", "pldistill.resume"} <= code
+    assert "pldistill.losses.dse" not in code  # a loss of its own recipe: in the closure of the run's loss
+    assert resume.fingerprint({"x": 1}, "pldistill.losses.dse") != resume.fingerprint({"x": 1})
+    assert "stages.download" not in code and "pldistill.datasets" not in code
+    before = resume.fingerprint({"x": 1})
+    resume.code_digest.cache_clear()
+    real = type(mods["pldistill.batching"]).read_bytes
+    monkeypatch.setattr(type(mods["pldistill.batching"]), "read_bytes",
+                        lambda self: real(self) + (b"# edited" if self.name == "batching.py" else b""))
+    try:
+        assert resume.fingerprint({"x": 1}) != before
+    finally:
+        resume.code_digest.cache_clear()
 
 
 def test_seed_optimisation_killed_in_the_chosen_run_resumes_every_seed_without_retraining(tiny_model_dir, tmp_path):
@@ -151,27 +186,26 @@ def test_seed_optimisation_killed_in_the_chosen_run_resumes_every_seed_without_r
 
     root = tmp_path / "ckpt"
     # 3 seeds x 2 evaluations (step 0, the stop at 4), then the chosen one's at 8 and 12: dies at 12
-    with pytest.raises(Killed), checkpoints.enabled(root):
+    with pytest.raises(Killed), resume.enabled(root):
         fit_seeds(_start(tiny_model_dir, params, kill_at_eval=9), [11, 12, 13], stop=0.25)
     assert len(list(root.iterdir())) == 3
-    with checkpoints.enabled(root):
+    with resume.enabled(root):
         model, res = fit_seeds(_start(tiny_model_dir, params), [11, 12, 13], stop=0.25)
     assert [t["dev_at_stop"] for t in res.seeds["trials"]] == [t["dev_at_stop"] for t in ref.seeds["trials"]]
     assert res.seeds["chosen"] == ref.seeds["chosen"]
     _assert_same(ref_model, ref, model, res)
 
 
-def test_a_checkpoint_of_another_format_is_ignored_with_a_warning(tiny_model_dir, tmp_path, capsys):
+def test_a_checkpoint_half_written_is_not_resumed(tiny_model_dir, tmp_path):
+    """The dev curve is written last beside the Trainer's files: a checkpoint without it was cut off mid-write,
+    and the run resumes from the one before (or starts afresh)."""
     root = tmp_path / "ckpt"
-    with pytest.raises(Killed), checkpoints.enabled(root):
-        _start(tiny_model_dir, _params(), kill_at_eval=3)(7)[1].finish()
+    with pytest.raises(Killed), resume.enabled(root):
+        _start(tiny_model_dir, _params(), kill_at_eval=4)(7)[1].finish()  # checkpoints at 4 and 8
     (left,) = root.iterdir()
-    state = json.loads((left / "state.json").read_text())
-    (left / "state.json").write_text(json.dumps({**state, "format": 0}))
-    with checkpoints.enabled(root):
-        assert _start(tiny_model_dir, _params())(7)[1].step == 0
-    err = capsys.readouterr().err
-    assert f"checkpoint {left} is unreadable (format 0" in err and "training starts from step 0" in err
+    (left / "checkpoint-8" / "curve.json").unlink()
+    with resume.enabled(root):
+        assert _step(_start(tiny_model_dir, _params())(7)[1]) == 4
 
 
 @pytest.mark.slow
@@ -182,20 +216,21 @@ def test_a_stage_killed_by_sigkill_resumes_in_a_new_process(tiny_model_dir, tmp_
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        from pldistill import checkpoints
+        from pldistill import resume
+        from pldistill.trainer_parts import Hooks
         from safetensors.torch import save_file
-        from tests.test_checkpoints import _params, _start
+        from tests.test_resume import _params, _start
         kill = sys.argv[2] == "kill"
         params = _params()
-        with checkpoints.enabled(sys.argv[1] + "/ckpt"):
+        if kill:  # SIGKILL ourselves right after the checkpoint at step 8 is written
+            on_save = Hooks.on_save
+            def save_then_die(self, args, state, control, **kw):
+                on_save(self, args, state, control, **kw)
+                if state.global_step == 8:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            Hooks.on_save = save_then_die
+        with resume.enabled(sys.argv[1] + "/ckpt"):
             model, run = _start({str(tiny_model_dir)!r}, params)(7)
-            if kill:  # SIGKILL ourselves right after the checkpoint at step 8 is written
-                save = run._save
-                def save_then_die():
-                    save()
-                    if run.step == 8:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                run._save = save_then_die
             run.finish()
         save_file({{k: v.contiguous() for k, v in model.module.state_dict().items()}}, sys.argv[1] + "/" + sys.argv[2])
     """))
@@ -208,7 +243,7 @@ def test_a_stage_killed_by_sigkill_resumes_in_a_new_process(tiny_model_dir, tmp_
     killed = run("kill")
     assert killed.returncode == -9, killed.stderr[-2000:]
     resumed, whole = run("resumed"), run("whole")
-    assert resumed.returncode == 0 and "resumed from the checkpoint at step 8 of 16" in resumed.stderr, resumed.stderr
+    assert resumed.returncode == 0 and "resumes from the checkpoint at step 8 of 16" in resumed.stderr, resumed.stderr
     assert whole.returncode == 0 and "resumed" not in whole.stderr, whole.stderr  # the checkpoint went with success
     assert (tmp_path / "resumed").read_bytes() == (tmp_path / "whole").read_bytes()
     assert list((tmp_path / "ckpt").iterdir()) == []
@@ -225,29 +260,27 @@ def test_accumulated_micro_batches_equal_one_batch(tiny_model_dir):
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
         params = _params(accumulate=accumulate, epochs=1, warmup=0.0)
-        run = Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
-                  train["score"].to_numpy(), lambda: 0.0, params, torch.Generator().manual_seed(3))
+        run = Run(CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
+                  train["score"].to_numpy(), lambda: 0.0, params, 3, "t")
         run.advance(3)
-        out.append((bi.module.state_dict(), run.losses))
+        out.append((bi.module.state_dict(), [h["loss"] for h in run.trainer.state.log_history if "loss" in h]))
+        run.close()
     (a, la), (b, lb) = out
     assert la == pytest.approx(lb, rel=1e-5)
     start = BiEncoder.load(str(tiny_model_dir), max_length=32).module.state_dict()
     for name in a:
         # Equal up to float rounding: the micro-batches sum their gradients in another order, and Adam divides by
-        # sqrt(v), which magnifies a rounding difference where gradients are tiny (AVX512 kernels: 1.3e-6 on an
-        # update of 4.5e-3). A missing accumulation differs by the update itself.
+        # sqrt(v), which magnifies a rounding difference where gradients are tiny. A missing accumulation differs
+        # by the update itself.
         moved = (a[name] - start[name]).abs().max().item()
         assert (a[name] - b[name]).abs().max().item() <= 1e-6 + 1e-3 * moved, name
     assert any(not torch.equal(a[n], start[n]) for n in a)  # it did train
 
 
-def test_accumulate_splits_a_batch_into_near_equal_parts(tiny_model_dir):
+def test_a_batch_that_does_not_split_into_its_micro_batches_is_refused(tiny_model_dir):
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
-    train = make_pairs(16)
-    run = Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
-              train["score"].to_numpy(), lambda: 0.0, _params(accumulate=3), torch.Generator().manual_seed(0))
-    assert run._micro_batches(list(range(8))) == [[0, 1], [2, 3, 4], [5, 6, 7]]
-    assert run._micro_batches([0, 1]) == [[0], [1]]  # a short last batch: no empty part
+    with pytest.raises(ConfigError, match="batch_size 8 is cut into accumulate 3 micro-batches"):
+        Run(CosineMSELoss(bi.model), (["a"], ["b"]), [0.5], lambda: 0.0, _params(accumulate=3), 0, "t")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's refusal")
@@ -255,8 +288,8 @@ def test_fp16_on_a_cpu_is_refused_by_name(tiny_model_dir):
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     train = make_pairs(8)
     with pytest.raises(ConfigError, match="precision fp16 needs a CUDA GPU.*bf16 or fp32"):
-        Fit(bi.module, CosineMSELoss(bi), (list(train["sentence1"]), list(train["sentence2"])),
-            train["score"].to_numpy(), lambda: 0.0, _params(precision="fp16"), torch.Generator(), desc="gold")
+        Run(CosineMSELoss(bi.model), (list(train["sentence1"]), list(train["sentence2"])),
+            train["score"].to_numpy(), lambda: 0.0, _params(precision="fp16"), 0, "gold")
 
 
 def test_precision_keys_are_validated_and_bf16_still_works():

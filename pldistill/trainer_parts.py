@@ -1,0 +1,227 @@
+"""The pieces by which pldistill.training extends sentence-transformers' trainers, as the library means them to be
+extended: the ``TrainingArguments`` our params map onto (``arguments``), our dev scorer as an evaluator, a batch
+sampler (random, or rows of similar length), one callback (``Hooks``: dev at our steps, checkpoints when due, a
+pause, early stopping, the best weights kept, curves to DVCLive) and a trainer subclass whose checkpoints hold all
+that the loss trains (a DSE head's weights with the model's), in safetensors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import TrainerCallback
+
+from pldistill import distributed, tracking
+from pldistill.batching import by_length
+from pldistill.config import StepParams
+from pldistill.resume import CURVE
+
+OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
+METRIC = "eval_dev_spearman"
+MODULE = "module.safetensors"  # in a checkpoint: all the loss trains (the model, and a DSE head)
+BEST = "best.safetensors"  # in a checkpoint: the best-on-dev weights so far (CURVE: the dev curve, written last)
+
+
+def arguments(params: StepParams, out: Path, seed: int, amp: str, per_device: int, cuda: bool, world: int = 1) -> dict:
+    """The Trainer's arguments for a training section's params: the same schedule (linear warm-up and decay),
+    kernel, precision, batch and clipping. The Trainer's own evaluation and saving never fire: ``Hooks`` decides.
+    ``world``: processes (DDP over nccl on GPUs, gloo on CPUs, in the group pldistill.distributed joined)."""
+    never = 10**9
+    return dict(
+        output_dir=str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
+        per_device_train_batch_size=per_device, gradient_accumulation_steps=params.accumulate,
+        learning_rate=params.lr, warmup_steps=params.warmup,  # under 1: a ratio of the steps (transformers 5)
+        weight_decay=params.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear", optim=OPTIM[params.optimizer],
+        bf16=amp == "bf16", fp16=amp == "fp16", use_cpu=not cuda,
+        **({"ddp_backend": "nccl" if cuda else "gloo"} if world > 1 else {}),
+        eval_strategy="steps", eval_steps=never, save_strategy="no", save_total_limit=2,
+        logging_steps=1, report_to="none", dataloader_num_workers=0, disable_tqdm=False)
+
+
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The library model inside a DDP wrapper (the Trainer puts the wrapped model into the loss)."""
+    return getattr(model, "module", model) if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def trainable(loss: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """All that ``loss`` trains, by name: its model's state (``model.…``, unwrapped) and any module of its own."""
+    out = {f"model.{k}": v for k, v in unwrapped(loss.model).state_dict().items()}
+    for name, child in loss.named_children():
+        if name != "model":
+            out.update({f"{name}.{k}": v for k, v in child.state_dict().items()})
+    return out
+
+
+def load_trainable(loss: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """The inverse of ``trainable``."""
+    parts: dict[str, dict[str, torch.Tensor]] = {}
+    for key, v in state.items():
+        name, rest = key.split(".", 1)
+        parts.setdefault(name, {})[rest] = v
+    unwrapped(loss.model).load_state_dict(parts.pop("model"))
+    for name, sub in parts.items():
+        getattr(loss, name).load_state_dict(sub)
+
+
+def _tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses tensors sharing memory (tied weights); a copy each is what loading restores anyway
+    return {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
+
+
+def trainer_class(model: torch.nn.Module) -> tuple[type, type]:
+    """The library's trainer for ``model`` (a CrossEncoder's, else a SentenceTransformer's) and its arguments'
+    class, the trainer subclassed so its checkpoints hold all the loss trains, as safetensors."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
+
+    cross = isinstance(unwrapped(model), CrossEncoder)
+    base = CrossEncoderTrainer if cross else SentenceTransformerTrainer
+
+    class Trainer(base):
+        def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+            out = Path(output_dir or self.args.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            save_file(_tensors(trainable(self.loss)), str(out / MODULE))
+
+        def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+            load_trainable(self.loss, load_file(str(Path(resume_from_checkpoint) / MODULE)))
+
+        def evaluate(self, *args, **kwargs):
+            # an evaluation draws nothing from training's random stream (dropout; the Trainer's eval loader draws a
+            # seed): an evaluation more, at a pause between two of ours, leaves the steps after it as they were
+            gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+            with torch.random.fork_rng(devices=gpus):
+                return super().evaluate(*args, **kwargs)
+
+    return Trainer, CrossEncoderTrainingArguments if cross else SentenceTransformerTrainingArguments
+
+
+def batches(lengths: list[int] | None) -> type:
+    """A batch sampler for the Trainer: each epoch a fresh random order (from the Trainer's seed and the epoch, so a
+    resumed run cuts the same batches), cut in turn, or, given ``lengths`` (tokens per row), into batches of rows of
+    similar length taken in random order (pldistill.batching.by_length)."""
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+
+    class Batches(DefaultBatchSampler):
+        def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
+                     seed: int = 0) -> None:
+            super().__init__(dataset, batch_size=batch_size, drop_last=drop_last,
+                             valid_label_columns=valid_label_columns, generator=generator, seed=seed)
+            self.rows = len(dataset)
+
+        def __iter__(self):
+            gen = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.rows, generator=gen).tolist()
+            if lengths is not None:
+                order = by_length(lengths, self.batch_size, gen)(order)
+            for i in range(len(self)):
+                yield order[i * self.batch_size : (i + 1) * self.batch_size]
+
+        def __len__(self) -> int:
+            return self.rows // self.batch_size if self.drop_last else math.ceil(self.rows / self.batch_size)
+
+    return Batches
+
+
+def dev_evaluator(loss: torch.nn.Module, score: Callable[[], float]):
+    """Our dev score (Spearman x100 of the model's ``score``), as the Trainer's metric ``eval_dev_spearman``; the
+    library calls an evaluator on rank 0 alone and sends its metrics to the other ranks."""
+    from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+    class DevSpearman(BaseEvaluator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.primary_metric = "dev_spearman"
+
+        def __call__(self, model, output_path=None, epoch: float = -1, steps: int = -1) -> dict:
+            was = loss.training
+            value = float(score())  # several processes: the library runs its evaluator on rank 0 and broadcasts
+            loss.train(was)
+            return {"dev_spearman": value}
+
+    return DevSpearman()
+
+
+class Hooks(TrainerCallback):
+    """The run's callback (``run``: a pldistill.training.Run): dev scored at the run's steps, a checkpoint where one
+    is due, a pause, early stopping; each step's loss and learning rate and each dev score to the stage's DVCLive
+    log; beside each Trainer checkpoint, the dev curve and the best weights so far (what selection needs after a
+    resume)."""
+
+    def __init__(self, run) -> None:
+        self.run, self.saved = run, time.perf_counter()
+        self.log = tracking.run_log(run.total)
+        if self.log:
+            self.log.dev(0, run.dev0)
+        self.replay = False  # set where a killed run's checkpoint resumes: its log is replayed from the Trainer's
+        self._best_written: tuple[Path, int] | None = None  # the last best file written, and which weights
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.replay and self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
+            for h in state.log_history:
+                if "loss" in h:
+                    self.log.train(h["step"], float(h["loss"]), h.get("learning_rate"))
+            for row in self.run.curve[1:]:
+                self.log.dev(row["step"], row["dev"])
+        self.replay = False
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step in self.run.eval_at or step == self.run.pause_at:
+            control.should_evaluate = True
+        if self.run.save_due(step, self.saved):
+            control.should_save = True
+        if step == self.run.pause_at:
+            control.should_training_stop = True
+        return control
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        dev = float(metrics[METRIC])
+        if self.log:
+            self.log.dev(state.global_step, dev)
+        if self.run.evaluated(state.global_step, state.epoch or 0.0, dev):
+            control.should_training_stop = True
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        self.saved = time.perf_counter()
+        if not distributed.is_main():
+            return control
+        out = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        best = self.run.best
+        if best is not None:
+            if self._best_written and self._best_written[1] == id(best) and self._best_written[0].is_file():
+                os.link(self._best_written[0], out / BEST)  # unchanged since the last checkpoint: linked
+            else:
+                save_file(_tensors(best), str(out / BEST))
+            self._best_written = (out / BEST, id(best))
+        (out / CURVE).write_text(json.dumps(self.run.curve))  # last: it marks the checkpoint complete
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+        if self.log and logs and "loss" in logs:
+            self.log.train(state.global_step, float(logs["loss"]), logs.get("learning_rate"))
+
+    @staticmethod
+    def read(checkpoint: Path) -> tuple[list[dict], Path | None]:
+        """A checkpoint's dev curve and its best weights' file (None: the start was the best)."""
+        best = checkpoint / BEST
+        return json.loads((checkpoint / CURVE).read_text()), best if best.is_file() else None
+
+    @staticmethod
+    def bar():
+        """The Trainer's progress bar without its log lines (losses go to DVCLive; stdout keeps the report)."""
+        from transformers.trainer_callback import ProgressCallback
+
+        class Bar(ProgressCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+                pass
+
+        return Bar()
