@@ -5,7 +5,7 @@
 Per repeat r, seeds 42 + 10 r ... 42 + 10 r + S - 1, the gold-only bi-encoder (stage gold: the bundled
 MiniLM, cosine MSE, params.yaml's student settings with 5 dev evaluations an epoch, so the 20% stop is a
 checkpoint of every run):
-- seed-optimised: ``training.train_model`` with ``student.seeds`` S, ``seed_stop`` 0.2 (the feature itself);
+- seed-optimised: ``wrappers.train_model`` with ``student.seeds`` S, ``seed_stop`` 0.2 (the feature itself);
 - the alternative: each of the S seeds trained to the end alone, the best on dev kept.
 Reports each seed's final dev/test Spearman (their spread), which seed each method keeps, both
 methods' test scores and wall times, and checks that the seed-optimised model is the same seed's full
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import cleaning, cut, datasets, training
+from pldistill import cleaning, cut, datasets, wrappers
 from pldistill.config import DataParams
-from pldistill.training import split_scores
+from pldistill.metrics import split_scores
 from pldistill.validate import load_params
 
 
@@ -40,7 +40,7 @@ def stsb(path: str, seed: int) -> dict:
 def train(student, ep, data: dict, seed: int, desc: str) -> tuple[dict, dict, float]:
     t0 = time.perf_counter()
     tr = data["train"]
-    model, res = training.train_model(student, ep, list(tr["sentence1"]), list(tr["sentence2"]), list(tr["score"]),
+    model, res = wrappers.train_model(student, ep, list(tr["sentence1"]), list(tr["sentence2"]), list(tr["score"]),
                                 data["dev"], seed, desc)
     seconds = time.perf_counter() - t0
     scores = split_scores(model, {s: data[s] for s in ("dev", "test")}, ep)

@@ -129,3 +129,20 @@ def paired_gain(a: Sequence[float], b: Sequence[float], gold: Sequence[float], t
     low, high = np.percentile(np.concatenate(leads), [2.5, 97.5])
     lead = float(metric(a[None], gold[None])[0] - metric(b[None], gold[None])[0])  # all the pairs, once
     return {name: round(lead, 2), "low": round(float(low), 2), "high": round(float(high), 2)}
+
+
+def dev_spearman(model, dev, params) -> Callable[[], float]:
+    """A checkpoint-selection score: the model's (anything with ``score(s1, s2, batch_size, bf16)``) Spearman x100
+    on the dev pairs (a frame of sentence1, sentence2, score); ``params``: section evaluate (batch_size, bf16)."""
+
+    def score() -> float:
+        pred = model.score(dev["sentence1"], dev["sentence2"], params.batch_size, params.bf16)
+        return correlation(pred, dev["score"])["spearman"]
+
+    return score
+
+
+def split_scores(model, splits: dict, params) -> dict:
+    """{split: {"spearman", "pearson"}} of the model's scores against each split's gold scores."""
+    return {name: correlation(model.score(df["sentence1"], df["sentence2"], params.batch_size, params.bf16),
+                              df["score"]) for name, df in splits.items()}

@@ -94,17 +94,6 @@ def prune_layers(hf_model: torch.nn.Module, layers: Sequence[int], spec: str) ->
     return restore
 
 
-@contextlib.contextmanager
-def at_length(model: BiEncoder | CrossModel, max_length: int) -> Iterator[None]:
-    """Truncate inputs at ``max_length`` inside the block (e.g. train short, score at full length)."""
-    before = model.max_length
-    model.max_length = max_length
-    try:
-        yield
-    finally:
-        model.max_length = before
-
-
 def _batched_inference(
     tokenize: Callable[[list[int]], dict], run: Callable[[dict], torch.Tensor], lengths: Sequence[int],
     batch_size: int, bf16: bool | str, desc: str, progress: bool, tokens: ahead.Tokens, depth: int,

@@ -26,6 +26,7 @@ from pldistill import distributed
 from pldistill.imports import ROOT, closure, imports, modules
 
 ENGINE = "pldistill.wrappers"  # what runs a training (the engine, seed optimisation, the soup): its import closure
+LOSSES = "pldistill.losses"  # and every loss's
 SCHEDULE = {"checkpoint_every", "checkpoint_seconds"}  # when a run checkpoints, not what: outside its fingerprint
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 CURVE = "curve.json"  # in a checkpoint: the dev curve, written last, so its presence marks a checkpoint complete
@@ -75,22 +76,22 @@ def kept() -> list[tuple[Path, int]]:
 
 
 @functools.cache
-def code_digest(loss_module: str = "") -> str:
-    """sha256 of the code a training runs: every module in the import closure of ``ENGINE`` and of
-    ``loss_module`` (the run's loss, where it is one of ours), by name and bytes."""
+def code_digest() -> str:
+    """sha256 of the code a training runs: every module in the import closure of ``ENGINE`` and of each loss
+    (``LOSSES``' modules: a recipe's own loss is not imported by the engine), by name and bytes."""
     mods = modules(ROOT)
     graph = imports(mods)
-    code = closure(graph, ENGINE) | (closure(graph, loss_module) if loss_module in mods else set())
+    code = set().union(*(closure(graph, m) for m in mods if m == ENGINE or m.startswith(LOSSES)))
     h = hashlib.sha256()
     for name in sorted(code):
         h.update(name.encode() + b"\0" + mods[name].read_bytes() + b"\1")
     return h.hexdigest()
 
 
-def fingerprint(parts: dict, loss_module: str = "") -> str:
+def fingerprint(parts: dict) -> str:
     """sha256 over ``parts`` (JSON-able values, tensors, state dicts) and the training code (``code_digest``): what
     a run depends on."""
-    h = hashlib.sha256(code_digest(loss_module).encode())
+    h = hashlib.sha256(code_digest().encode())
     for key in sorted(parts):
         h.update(key.encode() + b"\0")
         _update(h, parts[key])

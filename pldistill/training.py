@@ -16,7 +16,7 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,25 +30,8 @@ from pldistill.batching import Columns
 from pldistill.config import ConfigError, EvaluateParams, StepParams
 from pldistill.device import bf16_auto
 from pldistill.io import write_csv_rows
-from pldistill.metrics import correlation
-from pldistill.models import at_length
+from pldistill.metrics import dev_spearman
 from pldistill.trainer_parts import Hooks, arguments, batches, dev_evaluator, load_trainable, trainable, trainer_class
-
-
-def dev_spearman(model, dev: pd.DataFrame, params: EvaluateParams) -> Callable[[], float]:
-    """A checkpoint-selection score: the model's Spearman x100 on the dev pairs."""
-
-    def score() -> float:
-        pred = model.score(dev["sentence1"], dev["sentence2"], params.batch_size, params.bf16)
-        return correlation(pred, dev["score"])["spearman"]
-
-    return score
-
-
-def split_scores(model, splits: dict[str, pd.DataFrame], params: EvaluateParams) -> dict:
-    """{split: {"spearman", "pearson"}} of the model's scores against each split's gold scores."""
-    return {name: correlation(model.score(df["sentence1"], df["sentence2"], params.batch_size, params.bf16),
-                              df["score"]) for name, df in splits.items()}
 
 
 def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
@@ -170,8 +153,7 @@ class Run:
         key = resume.fingerprint({
             "params": params.model_dump(mode="json", exclude=resume.SCHEDULE), "desc": desc, "y": torch.from_numpy(y),
             "texts": ["\0".join(column) for column in texts], "weights": self.start_state, "seed": seed,
-            "dev0": self.dev0, "amp": self.amp, "world": self.world, "lrs": lr_by_prefix or {}, "lengths": lengths},
-            type(loss).__module__)
+            "dev0": self.dev0, "amp": self.amp, "world": self.world, "lrs": lr_by_prefix or {}, "lengths": lengths})
         kept = resume.folder(key)
         self._tmp = None if kept is not None else tempfile.TemporaryDirectory(prefix="pldistill-run-")
         self.folder, self.persistent = Path(kept or self._tmp.name), kept is not None
@@ -284,6 +266,17 @@ class Run:
     def module(self) -> torch.nn.Module:
         """What trains: the loss, holding the model (and any weights of its own)."""
         return self.loss
+
+
+@contextlib.contextmanager
+def at_length(model, max_length: int) -> Iterator[None]:
+    """Truncate inputs at ``max_length`` inside the block (e.g. train short, score at full length)."""
+    before = model.max_length
+    model.max_length = max_length
+    try:
+        yield
+    finally:
+        model.max_length = before
 
 
 @contextlib.contextmanager

@@ -28,9 +28,10 @@ import torch
 from pldistill import distributed
 from pldistill.config import EvaluateParams, TrainParams
 from pldistill.losses import pair_loss
+from pldistill.metrics import dev_spearman
 from pldistill.models import LOADERS, BiEncoder, CrossModel, is_static
 from pldistill.seeding import seed_all
-from pldistill.training import FitResult, Run, dev_spearman, start
+from pldistill.training import FitResult, Run, start
 
 M = TypeVar("M")
 

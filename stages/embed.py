@@ -15,13 +15,13 @@ from pldistill.cut import resolve, start_directions
 from pldistill.datasets import gold_dir
 from pldistill.device import peak_rss_mb
 from pldistill.io import write_csv_rows, write_note_dir, write_report
+from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
 from pldistill.recipes import registry
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
-from pldistill.training import split_scores
 from pldistill.validate import load_params
 
 PROJECTED = {"none": "", "pca": " (teacher projected by PCA)",

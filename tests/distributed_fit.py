@@ -30,8 +30,9 @@ def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     evaluation; its final weights and what this rank saw (dev scores it computed itself, the curve, the step it
     resumed at)."""
     from pldistill.losses import CosineMSELoss
+    from pldistill.metrics import dev_spearman
     from pldistill.models import BiEncoder
-    from pldistill.training import Run, dev_spearman
+    from pldistill.training import Run
     from pldistill.validate import parse_params
     from tests.conftest import make_pairs
 

@@ -10,10 +10,10 @@ import torch
 from pldistill.dse import DSE
 from pldistill.losses import pair_loss
 from pldistill.losses.dse import DSELoss
+from pldistill.metrics import dev_spearman
 from pldistill.models import BiEncoder, CrossModel, PairModel
 from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
-from pldistill.training import dev_spearman
 from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs
 

@@ -7,9 +7,8 @@ import torch
 from pldistill.losses import CosineMSELoss, pair_loss
 from pldistill.losses.cosent import cosent
 from pldistill.losses.cosine_mse import cosine_mse
-from pldistill.metrics import correlation, jaccard
+from pldistill.metrics import correlation, dev_spearman, jaccard
 from pldistill.models import BiEncoder
-from pldistill.training import dev_spearman
 from pldistill.training import train as fit_at
 from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs

@@ -13,12 +13,13 @@ import pandas as pd
 from pldistill import cards, distributed, schemas, token_weights
 from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
+from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
 from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, pruned, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
-from pldistill.training import FitResult, split_scores
+from pldistill.training import FitResult
 from pldistill.wrappers import train_model
 
 

@@ -15,10 +15,11 @@ from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
 from pldistill.losses.dse import DSELoss
+from pldistill.metrics import split_scores
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
-from pldistill.training import split_scores, train
+from pldistill.training import train
 
 
 def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, gold_file: Path,

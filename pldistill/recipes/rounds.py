@@ -29,6 +29,7 @@ import pandas as pd
 from pldistill import labelling, schemas, semantic
 from pldistill.config import Params, TrainParams
 from pldistill.io import atomic_dir
+from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
 from pldistill.recipes.base import DistillDirs, copy_dir, cycle_row, teacher_as_cross
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
@@ -36,7 +37,7 @@ from pldistill.recipes.cycles import best as best_of
 from pldistill.sampling import new_pairs, unique_sentences
 from pldistill.store import Store, digest
 from pldistill.teachers import Teacher
-from pldistill.training import FitResult, split_scores
+from pldistill.training import FitResult
 from pldistill.wrappers import train_model
 
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs

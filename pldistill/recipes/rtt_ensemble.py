@@ -29,11 +29,12 @@ from pldistill.config import Params
 from pldistill.io import atomic_dir, write_card
 from pldistill.losses.ensemble import EnsembleDistillLoss
 from pldistill.losses.info_nce import SimCSELoss
+from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
 from pldistill.seeding import seed_all
-from pldistill.training import split_scores, train, write_curves
+from pldistill.training import train, write_curves
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 

@@ -31,6 +31,7 @@ from pldistill.cleaning import pair_keys
 from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.losses import CosineMSELoss, SoftBCELoss
+from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
 from pldistill.recipes.base import DistillDirs, Recipe, copy_dir, cycle_row
@@ -38,7 +39,7 @@ from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_pl
 from pldistill.recipes.cycles import best as best_of
 from pldistill.seeding import seed_all
 from pldistill.store import Store, digest
-from pldistill.training import FitResult, split_scores, train
+from pldistill.training import FitResult, train
 
 LABELS = "labels.parquet"  # a labelling step's file
 
