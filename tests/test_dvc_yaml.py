@@ -73,12 +73,12 @@ def test_the_data_stages_depend_on_few_modules():
     # runtime, handover, environment), two __init__.py and the stage. handover (~110 lines, the standard library
     # alone) hands a stage to `make run`'s warm interpreter, runtime watches the process it came from (~35 lines
     # more), environment checks the Python first (~60 lines, from stages/__init__.py, so the library never imports
-    # the stages)
-    assert len(modules["check"]) <= 21 and len(modules["download"]) <= 16, modules
+    # the stages); console (~190 lines: the one line a stage prints, details on request, bars on a terminal)
+    assert len(modules["check"]) <= 22 and len(modules["download"]) <= 17, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2190 and lines["download"] < 2370, lines  # (< 1950, < 2270 before the warm interpreter;
+    assert lines["check"] < 2380 and lines["download"] < 2560, lines  # (< 1950, < 2270 before the warm interpreter;
     # < 2115, < 2360 before the export section and a library's open thread pool; < 2170 before static.model and
-    # static.dims took lists of candidates)
+    # static.dims took lists of candidates; < 2190, < 2370 before the one line a stage, issue 77)
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 
