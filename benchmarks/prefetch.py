@@ -1,7 +1,7 @@
 """Tokenising ahead of the model (pldistill.ahead) against tokenising in line, same model, inputs and backend, in
 one run: labelling (cross-encoder), encoding (bi-encoder) and training steps (bi- and cross-encoder).
 
-    OMP_NUM_THREADS=1 python benchmarks/prefetch.py --stsb ../shared/data/Stsbenchmark.tar.gz --threads 1
+    OMP_NUM_THREADS=1 python benchmarks/prefetch.py --stsb data/downloads/Stsbenchmark.tar.gz --threads 1
 
 "host s" is the time the model's thread spent on features (tokenising in line, or waiting for the worker): the
 host-side work left on the critical path. On a CPU the model and the tokenizer share the cores, so the wall-clock

@@ -1,6 +1,6 @@
 """Our training loop (pldistill.loop.Fit) against sentence-transformers' trainers, same CPU, one run.
 
-    OMP_NUM_THREADS=1 python benchmarks/train_throughput.py --stsb ../shared/data/Stsbenchmark.tar.gz --threads 1
+    OMP_NUM_THREADS=1 python benchmarks/train_throughput.py --stsb data/downloads/Stsbenchmark.tar.gz --threads 1
 
 Same model (the bundled MiniLM), same first ``--train`` STS-B training pairs (scores in [0, 1]), same
 settings (1 epoch, batch 16, lr 2e-5, 10% linear warm-up, weight decay 0.01 off biases and LayerNorm,
