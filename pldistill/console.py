@@ -42,9 +42,10 @@ def on_terminal() -> bool:
 
 
 def bars_on_terminal_only() -> None:
-    """Turn every tqdm bar off (ours, transformers' loading bars, the hub's) when stderr is not a terminal: in a
-    log a bar is one line of its updates joined by carriage returns, hundreds of characters that no one reads.
-    Forced, not a default: some callers pass ``disable=False`` for the main process."""
+    """Send every tqdm bar (ours, transformers' loading bars, the hub's) to nowhere when stderr is not a terminal:
+    in a log a bar is one line of its updates joined by carriage returns, hundreds of characters no one reads.
+    The bar is still made whole (code reads its ``desc``, which a disabled bar lacks), only not drawn; forced, not
+    a default, as some callers pass their own ``file`` or ``disable=False``."""
     if on_terminal():
         return
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by libraries imported after this
@@ -55,11 +56,21 @@ def bars_on_terminal_only() -> None:
         return
 
     def quiet_init(self, *args, **kwargs) -> None:
-        kwargs["disable"] = True
+        kwargs["file"] = _NOWHERE
         init(self, *args, **kwargs)
 
     quiet_init._off_terminal = True  # type: ignore[attr-defined]
     tqdm.tqdm.__init__ = quiet_init  # type: ignore[method-assign]
+
+
+class _Nowhere(io.TextIOBase):
+    """A text stream that keeps nothing (a bar drawn here is not drawn)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+_NOWHERE = _Nowhere()
 
 
 @contextlib.contextmanager
@@ -154,7 +165,7 @@ def export(r: dict) -> str:
 def evaluate(r: dict) -> str:
     metric = next(iter(r["bi"]["test"]))
     served = r.get("export", {}).get("chosen")
-    speed = f", {r['bi']['speed']}x the whole start's speed" if "speed" in r["bi"] else ""
+    speed = f", {r['bi']['speed']}x as fast as its whole start" if "speed" in r["bi"] else ""
     return f"the student: test {metric} {r['bi']['test'][metric]}{speed}" + (f"; serves {served}" if served else "")
 
 
