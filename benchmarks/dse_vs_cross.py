@@ -1,6 +1,6 @@
 """The DSE paper's online-efficiency experiment at our scale: one query against N candidates.
 
-    python benchmarks/dse_vs_cross.py --stsb ../shared/data/Stsbenchmark.tar.gz --n 100000
+    python benchmarks/dse_vs_cross.py --stsb data/downloads/Stsbenchmark.tar.gz --n 100000
 
 - cross-encoder: N forward passes over (query, candidate) pairs, the obvious alternative;
 - DSE: candidate embeddings cached beforehand (timed separately, as the offline cost), then online one

@@ -2,7 +2,7 @@
 the obvious alternative, the same teacher labelling the whole table in one pass (read all, label all,
 write all: what the stage did up to 0.6.0), in the same run.
 
-    python benchmarks/label_memory.py --stsb ../shared/data/Stsbenchmark.tar.gz --n 1000000 --threads 1
+    python benchmarks/label_memory.py --stsb data/downloads/Stsbenchmark.tar.gz --n 1000000 --threads 1
 
 Pairs: ``--n`` random pairs of the real STS Benchmark sentences (all splits), seeded. Teacher: a small
 cross-encoder (a 2-layer, 64-wide BERT with random weights and MiniLM's tokenizer, built from a config):
@@ -103,7 +103,7 @@ def child(mode: str, out: Path, batch_size: int, threads: int | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stsb", default="../shared/data/Stsbenchmark.tar.gz")
+    ap.add_argument("--stsb", default="data/downloads/Stsbenchmark.tar.gz")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=Path("/tmp/label-memory"))
     ap.add_argument("--batch-size", type=int, default=64)

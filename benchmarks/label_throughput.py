@@ -5,7 +5,7 @@ fp32 calls, same model and inputs, in one run:
   native bf16 units), onnx, onnx-int8, openvino (and openvino-bf16 there);
 - bi: ``SentenceTransformer.encode`` fp32 vs our ``BiEncoder.encode`` on each backend.
 
-    python benchmarks/label_throughput.py --cross /tmp/accel/cross-minilm-b --stsb ../shared/data/Stsbenchmark.tar.gz
+    python benchmarks/label_throughput.py --cross /tmp/accel/cross-minilm-b --stsb data/downloads/Stsbenchmark.tar.gz
 
 Inputs: ``--n`` real STS Benchmark pairs (dev + test, shuffled with ``--seed``: mixed lengths); the bi-encoder
 encodes their distinct sentences. Each row runs ``--rounds`` times, rounds interleaved (a neighbour's load hits

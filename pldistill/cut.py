@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pldistill.config import ConfigError, EmbedParams, Params
+from pldistill.console import detail
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, prune_layers
 
@@ -64,7 +65,7 @@ def rank(whole: BiEncoder, keep: int, dev: pd.DataFrame, batch_size: int) -> lis
                                                                      batch_size)})
         finally:
             restore()
-        print(f"cut {list(layers)}: dev {rows[-1]['dev']}", flush=True)
+        detail(f"cut {list(layers)}: dev {rows[-1]['dev']}")
     return sorted(rows, key=lambda r: (-r["dev"], r["layers"]))
 
 

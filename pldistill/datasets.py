@@ -22,6 +22,7 @@ from pldistill import cleaning, schemas
 from pldistill.cleaning import in_train
 from pldistill.errors import DataError
 from pldistill.io import sha256_file
+from pldistill.names import format_suffix
 from pldistill.params_data import DEMO_PAIRS, DataParams, DataSections
 from pldistill.public_sets import load_mrpc, load_qqp, load_sickr, load_stsb
 from pldistill.reading import read_table
@@ -54,7 +55,7 @@ def load_table(path: Path, params: DataParams, rng: np.random.Generator,
     df, unparseable = read_table(path, bad_lines)
     if df.empty:
         seen = f": {'; '.join(bad_lines)}" if bad_lines else ""
-        form = ("one JSON object per line (JSON Lines, not one JSON array)" if path.suffix.lower() == ".jsonl"
+        form = ("one JSON object per line (JSON Lines, not one JSON array)" if format_suffix(path.name) == ".jsonl"
                 else "a header line and one row per sentence pair")
         raise DataError(f"{path}: no rows to read (columns {list(df.columns)}; {unparseable} line(s) that did not "
                         f"parse{seen}); expected {form}{_one_column_hint(list(df.columns), path)}")
@@ -108,7 +109,8 @@ def _one_column_hint(columns: list[str], path: Path) -> str:
     for sep, name, fix in ((";", "semicolons", "with commas as .csv"), ("\t", "tabs", "as .tsv"),
                            (",", "commas", "as .csv"), ("|", "bars", "with commas as .csv")):
         if sep in columns[0]:
-            return f". The header is one column holding {name}: save the file {fix} (it is read as {path.suffix})"
+            return (f". The header is one column holding {name}: save the file {fix} (it is read as "
+                    f"{format_suffix(path.name)})")
     return ""
 
 

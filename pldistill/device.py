@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from pldistill.console import detail
 from pldistill.io import atomic_path, default_root
 
 BF16_MARGIN = 1.2  # bf16 "auto" is on on a CPU only where a bf16 matmul runs at least this much faster than fp32's
@@ -79,8 +80,8 @@ def bf16_auto() -> bool:
         return kept["on"]
     speedup = bf16_speedup()
     on = speedup >= BF16_MARGIN
-    print(f"bf16 auto: {'on' if on else 'off'}: a bf16 matmul runs at {speedup:.2f}x fp32's speed on this CPU "
-          f"(on at >= {BF16_MARGIN}x); kept in {file}", flush=True)
+    detail(f"bf16 auto: {'on' if on else 'off'}: a bf16 matmul runs at {speedup:.2f}x fp32's speed on this CPU "
+           f"(on at >= {BF16_MARGIN}x); kept in {file}")
     try:
         with atomic_path(file) as tmp:
             tmp.write_text(json.dumps({"key": key, "on": on, "speedup": round(speedup, 3)}, indent=2) + "\n")

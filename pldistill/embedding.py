@@ -23,6 +23,7 @@ import torch
 from pldistill import distributed, schemas, store
 from pldistill.batching import token_counts
 from pldistill.config import EmbedParams, EvaluateParams
+from pldistill.console import detail
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
 from pldistill.losses.embedding import EmbeddingLoss
@@ -69,13 +70,11 @@ def teacher_embeddings(models: Sequence[BiEncoder], key: str, sentences: list[st
     todo = distributed.on_main(lambda: [i for i, f in enumerate(files) if not f.is_file()])
     mine = todo[distributed.rank() :: distributed.world()]
     if distributed.is_main() and len(todo) < len(files):
-        print(f"embed: teacher embeddings of {len(files) - len(todo)} of {len(files)} chunks found in the store",
-              flush=True)
+        detail(f"embed: teacher embeddings of {len(files) - len(todo)} of {len(files)} chunks found in the store")
     for n, i in enumerate(mine, 1):
         chunk = sentences[starts[i] : starts[i] + CHUNK]
         _encode_into(models, chunk, batch_size, bf16, files[i])
-        print(f"embed: teacher embeddings, rank {distributed.rank()}: chunk {n}/{len(mine)} ({len(chunk)} sentences)",
-              flush=True)
+        detail(f"embed: teacher embeddings, rank {distributed.rank()}: chunk {n}/{len(mine)} ({len(chunk)} sentences)")
     if todo and distributed.world() > 1:  # wait until every rank has put its chunks in the store
         distributed.everywhere(True)
     out: np.ndarray | None = None  # filled chunk by chunk: the matrix is held once, never beside its pieces

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pldistill.console import library_output_off_terminal
 from pldistill.errors import ModelError
 
 # format -> the file a backend loads, relative to the format's folder (sentence-transformers' subfolders)
@@ -214,8 +215,9 @@ def _openvino(src: Path, out: Path, calibration: list[dict[str, np.ndarray]] | N
         from nncf.common.logging.logger import set_log_level
 
         set_log_level(logging.ERROR)
-        model = nncf.quantize(model, nncf.Dataset(calibration), model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(calibration), preset=nncf.QuantizationPreset.MIXED)
+        with library_output_off_terminal():  # its rich bars: on a terminal only
+            model = nncf.quantize(model, nncf.Dataset(calibration), model_type=nncf.ModelType.TRANSFORMER,
+                                  subset_size=len(calibration), preset=nncf.QuantizationPreset.MIXED)
     out.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(model, str(out), compress_to_fp16=False)
 

@@ -25,6 +25,24 @@ BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 EXPORT_FORMATS = ("onnx", "onnx-int8", "openvino", "openvino-int8", "model2vec", "model2vec-f16", "model2vec-int8")
 
 
+# The formats a table path may name (data.dataset, data.unscored, embed.corpus, ...), and the compressions read
+# through (pldistill.reading, by their first bytes): pairs.csv.gz is a .csv, gzip-compressed.
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip")
+
+
+def format_suffix(path: str) -> str:
+    """The format a file name says, a compression's suffix set aside: ``pairs.csv.gz`` -> ``.csv``, ``a.txt`` ->
+    ``.txt``, ``stsb`` -> ``""`` (lower case)."""
+    name = path.lower().rstrip("/").rsplit("/", 1)[-1]
+    for packed in COMPRESSED_SUFFIXES:
+        if name.endswith(packed):
+            name = name[: -len(packed)]
+            break
+    stem, dot, ext = name.rpartition(".")
+    return f".{ext}" if dot and stem else ""
+
+
 def registered() -> dict[str, tuple[str, ...]]:
     """Each registry's names, keyed as the params validators ask for them (pldistill.params_data._registered)."""
     return {"recipe": RECIPES, "dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}

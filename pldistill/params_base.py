@@ -257,7 +257,7 @@ class EvaluateParams(InferenceParams):
     static_batch_size: int = Field(ge=1)  # a static model's batch when timed (Model2Vec's encode default)
     gain_rounds: int = Field(ge=0)  # paired-bootstrap resamples of the student's lead (eval.json gain); 0: off
     order_free: int = Field(ge=0)  # a static student: the teacher's word-order shuffles averaged (baseline.order_free)
-    extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: ../SICK.zip}}]
+    extra: tuple[ExtraSet, ...]  # e.g. [{name: sick, data: {dataset: sickr, source: path/to/SICK.zip}}]
 
     @field_validator("extra")
     @classmethod

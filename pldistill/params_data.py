@@ -20,9 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pldistill.defaults_data import DEFAULTS
 from pldistill.errors import ConfigError
-from pldistill.names import registered
+from pldistill.names import COMPRESSED_SUFFIXES, TABLE_SUFFIXES, format_suffix, registered
 
-TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 PAIR_SPLITS = ("train", "dev", "test")
 TASKS = ("regression", "classification")
 RETIRED = {"trainer": "every training runs on sentence-transformers' trainers now; delete the key"}  # gone: why
@@ -39,8 +38,8 @@ def _registered(kind: str, value: str, info: ValidationInfo) -> str:
 
 
 def is_table(dataset: str) -> bool:
-    """A ``data.dataset`` that names a table by path (else it names a dataset)."""
-    return dataset.lower().endswith(TABLE_SUFFIXES)
+    """A ``data.dataset`` that names a table by path (else it names a dataset), compressed or not (pairs.csv.gz)."""
+    return format_suffix(dataset) in TABLE_SUFFIXES
 
 
 def _one_of(value: str, allowed: tuple[str, ...]) -> str:
@@ -116,9 +115,10 @@ class DataParams(_Section):
     @field_validator("unscored")
     @classmethod
     def _unscored_source(cls, v: str | None) -> str | None:
-        if v is None or v == "rest" or v.lower().endswith(TABLE_SUFFIXES):
+        if v is None or v == "rest" or is_table(v):
             return v
-        raise ValueError(f"expected rest, null, or a path ending in {', '.join(TABLE_SUFFIXES)}; found {v!r}")
+        raise ValueError(f"expected rest, null, or a path ending in {', '.join(TABLE_SUFFIXES)} (or .csv.gz and the "
+                         f"like); found {v!r}")
 
     @field_validator("dataset")
     @classmethod
@@ -126,8 +126,8 @@ class DataParams(_Section):
         named = (info.context or {}).get("dataset")
         if named is None or v in named or is_table(v):
             return v
-        packed = (" (a compressed table is read as one: name it for what it holds, e.g. pairs.csv)"
-                  if v.lower().endswith((".gz", ".bz2", ".xz", ".zip")) else "")
+        packed = (" (a compressed table is read as one: name what it holds before the compression, e.g. "
+                  "pairs.csv.gz)" if v.lower().endswith(COMPRESSED_SUFFIXES) else "")
         raise ValueError(f"expected one of {', '.join(named)} or a path ending in {', '.join(TABLE_SUFFIXES)}; "
                          f"found {v!r}{packed}")
 

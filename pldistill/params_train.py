@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pldistill.defaults import DEFAULTS
+from pldistill.names import format_suffix
 from pldistill.params_base import (
     BF16_AS_PRECISION,
     CALIBRATIONS,
@@ -299,7 +300,7 @@ class EmbedParams(StepParams):
     def _corpus_file(cls, v: str | None) -> str | None:
         if v == "auto":  # resolved by Params from data.dataset; a section built alone knows no dataset's sentences
             return None
-        if v is None or v.lower().endswith((".txt", *TABLE_SUFFIXES)):
+        if v is None or format_suffix(v) in (".txt", *TABLE_SUFFIXES):  # compressed too: corpus.txt.gz
             return v
         raise ValueError(f"expected auto, null, a .txt (one sentence a line) or a table ({', '.join(TABLE_SUFFIXES)}) "
                          f"with a sentence column; found {v!r}")

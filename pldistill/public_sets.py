@@ -45,8 +45,9 @@ QQP_URL = "http://qim.fs.quoracdn.net/quora_duplicate_questions.tsv"
 QQP_SHA256 = "b3350dbb1d98db1f5abca85d736ba514bf4da253fae53939303d79fe921ec7c8"
 
 # --------------------------------------------------------------------------- STS Benchmark
-def _fetch(url: str, sha256: str) -> Path:
-    """Download ``url`` once into data/downloads/, checking its sha256."""
+def _fetch(url: str, sha256: str, local: str | None = None) -> Path:
+    """Download ``url`` once into data/downloads/, checking its sha256. Offline, the error names the file to copy
+    and the key that points at a copy (``local``: what that key takes, when not the file itself)."""
     dest = DOWNLOAD_DIR / url.rsplit("/", 1)[-1].split("?", 1)[0]
     cached = dest.is_file()
     if not cached or sha256_file(dest) != sha256:
@@ -66,8 +67,9 @@ def _fetch(url: str, sha256: str) -> Path:
                                 f"not kept. Try again later, or point data.source at a copy you trust")
         except OSError as err:
             raise DataError(
-                f"could not download {url}: {err}{stale}. Offline? Point data.source at a local copy "
-                f"(e.g. -S data.source=../shared/data/Stsbenchmark.tar.gz)"
+                f"could not download {url}: {err}{stale}. Offline? Copy {dest.name} (the file at that address) onto "
+                f"this machine and point data.source at it (adapt.source for adapt.dataset): "
+                f"-S data.source={local or 'path/to/' + dest.name}"
             ) from None
     return dest
 
@@ -176,7 +178,7 @@ def load_mrpc(params: DataParams) -> Loaded:
     for key, (url, sha) in MRPC_FILES.items():
         name = url.rsplit("/", 1)[-1]
         paths[key] = _find(source, name, "the MRPC files msr_paraphrase_{train,test}.txt and GLUE's "
-                           "mrpc_dev_ids.tsv") if source else _fetch(url, sha)
+                           "mrpc_dev_ids.tsv") if source else _fetch(url, sha, "path/to/mrpc-folder")
     dropped = Drops()
     train = parse_mrpc(read_text(paths["train"]), paths["train"].name, dropped)
     test = parse_mrpc(read_text(paths["test"]), paths["test"].name, dropped)

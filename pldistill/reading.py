@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from pldistill.errors import DataError
+from pldistill.names import COMPRESSED_SUFFIXES, format_suffix
 
 EXAMPLES = 3  # dropped rows kept per reason, to show in an error
 
@@ -80,7 +81,8 @@ def _decompress(data: bytes, where: str | Path) -> bytes:
     except (OSError, EOFError, ValueError, lzma.LZMAError, zipfile.BadZipFile, zlib.error) as err:
         raise DataError(f"{where}: {kind}-compressed (its first bytes say so) but it does not decompress ({err}); "
                         f"it may be truncated: copy or compress it again, or save it uncompressed") from None
-    print(f"note: {where} is {kind}-compressed; read what it holds ({len(out):,} bytes)")
+    if not str(where).lower().endswith(COMPRESSED_SUFFIXES):  # pairs.csv.gz says so itself
+        print(f"note: {where} is {kind}-compressed; read what it holds ({len(out):,} bytes)")
     return out
 
 
@@ -151,12 +153,16 @@ def read_delimited(path: Path, sep: str, quoting: int,
 
 def read_table(path: Path, bad_lines: list[str] | None = None) -> tuple[pd.DataFrame, int]:
     """The table and how many of its lines could not be parsed (skipped, to be counted by the caller; the
-    first few described in ``bad_lines``)."""
-    suffix = path.suffix.lower()
+    first few described in ``bad_lines``). Its format is its name's, a compression's suffix set aside (pairs.csv.gz
+    is a csv); the compression itself is told by the first bytes, whatever the name."""
+    suffix = format_suffix(path.name)
     if path.is_dir():
         raise DataError(f"{path}: is a directory; expected one table file (.csv, .tsv, .jsonl or .parquet)")
     if path.is_file() and path.stat().st_size == 0:
         raise DataError(f"{path}: empty file (0 bytes); expected a table of sentence pairs")
+    if suffix == ".parquet" and path.name.lower().endswith(COMPRESSED_SUFFIXES):
+        raise DataError(f"{path}: a compressed Parquet file; Parquet compresses its own columns: give the .parquet "
+                        f"file itself")
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path), 0
@@ -195,13 +201,20 @@ def read_sentences(path: Path | str, key: str) -> list[str]:
     """A file of plain sentences, the param ``key`` names it (embed.corpus, augment.rtt.corpus): a .txt, one
     sentence a line (blank lines skipped), or a table with a ``sentence`` column; read as every table is."""
     path = Path(path)
+    expected = "expected a .txt (one sentence a line) or a table with a sentence column"
     if not path.is_file():
-        raise DataError(f"{path}: {key} not found; expected a .txt (one sentence a line) or a table with a "
-                        f"sentence column")
-    if path.suffix.lower() == ".txt":
-        return [line for line in read_lines(path) if line.strip()]
-    df, _ = read_table(path)
-    if "sentence" not in df.columns:
-        raise DataError(f"{path} ({key}): expected a column named sentence; found {list(df.columns)}; or give a .txt "
-                        f"file, one sentence a line")
-    return df["sentence"].astype(str).tolist()
+        raise DataError(f"{path}: {key} not found; {expected}")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path} ({key}): empty file (0 bytes), no sentence to read; {expected}, or set {key} to null")
+    if format_suffix(path.name) == ".txt":
+        sentences = [line for line in read_lines(path) if line.strip()]
+    else:
+        df, _ = read_table(path)
+        if "sentence" not in df.columns:
+            raise DataError(f"{path} ({key}): expected a column named sentence; found {list(df.columns)}; or give a "
+                            f".txt file, one sentence a line")
+        sentences = df["sentence"].astype(str).tolist()
+    if not any(s.strip() for s in sentences):
+        raise DataError(f"{path} ({key}): no sentence in it, only blank lines ({path.stat().st_size:,} bytes); "
+                        f"{expected}, or set {key} to null")
+    return sentences

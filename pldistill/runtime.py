@@ -22,10 +22,12 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from pldistill import console
 from pldistill.errors import REPORTED
 from pldistill.io import default_root
 
@@ -185,8 +187,9 @@ def stopped_line(stage: str, err: KeyboardInterrupt, orphaned: bool, saved: list
 def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None = None,
               kind: StageKind = PLAIN, *, load: Callable[[Path], object]) -> dict:
     """Parse ``--params`` and one ``--<path>`` option per name in ``paths`` (optional where ``fn``'s parameter
-    defaults to None), run ``fn``, print its report. ``kind``: ``PLAIN``, or for a stage that trains
-    pldistill.stage_training.TRAINING (checkpoints, ``--live``, several processes). ``load``: how the stage reads
+    defaults to None), run ``fn``, print its one line (pldistill.console; the whole report too with
+    PLDISTILL_REPORTS=1). ``kind``: ``PLAIN``, or for a stage that trains pldistill.stage_training.TRAINING
+    (checkpoints, ``--live``, several processes). ``load``: how the stage reads
     params.yaml (pldistill.validate.load_params, the file whole; stage download: pldistill.params_data's
     load_data_sections, the sections it reads), so this module imports no section type."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
@@ -199,6 +202,8 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
         ap.add_argument("--live", type=Path, default=None, help="a DVCLive folder: training curves, system metrics")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    console.bars_on_terminal_only()
+    started = time.perf_counter()
     orphaned, sigint = threading.Event(), signal.getsignal(signal.SIGINT)
     try:
         with contextlib.ExitStack() as stack:
@@ -209,7 +214,11 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
             kind.enter(stack, getattr(args, "live", None))
             report = fn(params, **{name: getattr(args, name) for name in paths})
         if kind.is_main():
-            print(json.dumps(report, indent=2))
+            if console.reports():
+                print(json.dumps(report, indent=2))
+            where = next((getattr(args, k) for k in ("report", "out") if getattr(args, k, None)), None)
+            print(console.line(fn.__name__, report, time.perf_counter() - started, where and _relative(where)),
+                  flush=True)
     except USER_ERRORS as err:
         sys.exit(f"error: {err}")
     except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, or the parent gone (Stopped)

@@ -30,7 +30,11 @@ def corpus_sentences(params: EmbedParams, unicode_form: str, min_chars: int, rng
     """embed.corpus's sentences, normalised, at least ``min_chars`` long, each once, and at most embed.max_corpus
     of them (drawn with ``rng``, kept in file order); evaluation sentences are not yet held out."""
     assert params.corpus is not None
-    corpus = [t for t in (normalise(t, unicode_form) for t in read_corpus(Path(params.corpus))) if len(t) >= min_chars]
+    read = read_corpus(Path(params.corpus))  # refuses a file with no sentence, naming it
+    corpus = [t for t in (normalise(t, unicode_form) for t in read) if len(t) >= min_chars]
+    if not corpus:
+        raise EmbedError(f"{params.corpus} (embed.corpus): none of its {len(read):,} sentences has {min_chars} "
+                         f"characters or more (augment.min_chars); give longer sentences, or set embed.corpus to null")
     corpus, _ = distinct(corpus)
     if params.max_corpus is not None and len(corpus) > params.max_corpus:
         corpus = [corpus[i] for i in sorted(rng.choice(len(corpus), params.max_corpus, replace=False))]

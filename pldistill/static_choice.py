@@ -19,8 +19,9 @@ import pandas as pd
 
 from pldistill import cut as cutting
 from pldistill import embedding, static
-from pldistill.bundled import not_installed
+from pldistill.bundled import not_installed, short_hint
 from pldistill.config import ConfigError, Params
+from pldistill.console import detail, hint
 from pldistill.models import BiEncoder
 from pldistill.seeding import seed_all
 
@@ -64,8 +65,8 @@ def available(params: Params) -> tuple[list[str], dict[str, str]]:
     kept = [s for s in specs if s not in skipped]
     if not kept:
         raise ConfigError("static.model: none of its transformers is installed: " + "; ".join(skipped.values()))
-    for s, why in skipped.items():
-        print(f"cut: static.model {s} skipped: {why}")
+    for s in skipped:
+        hint(s, f"cut: static.model {s} skipped: {short_hint(s)}")
     return kept, skipped
 
 
@@ -110,8 +111,8 @@ def try_embed(params: Params, sentences: list[str], candidates: list[Candidate],
         del target
         c.embed_fit = res.summary()
         c.embed_dev = c.embed_fit["best_dev"]
-        print(f"cut: static start from {c.spec} at {c.facts['dims']} dims: dev {c.facts['dev']} untrained, "
-              f"{c.embed_dev} after embed's step", flush=True)
+        detail(f"cut: static start from {c.spec} at {c.facts['dims']} dims: dev {c.facts['dev']} untrained, "
+               f"{c.embed_dev} after embed's step")
 
 
 def best(candidates: list[Candidate]) -> Candidate:

@@ -21,8 +21,9 @@ import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 
 from pldistill import cards, distributed, schemas
-from pldistill.bundled import not_installed
+from pldistill.bundled import not_installed, short_hint
 from pldistill.config import EvaluateParams, Params, TeacherMember
+from pldistill.console import detail, hint
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
@@ -262,7 +263,7 @@ def choose(params: Params, train: pd.DataFrame, dev: pd.DataFrame, dataset: str)
         why = not_installed(mp.model)
         how = "fine-tuned on gold" if mp.finetune else "as given"
         if why:
-            print(f"teacher: candidate {i} ({mp.kind}-encoder {mp.model}, {how}) skipped: {why}", flush=True)
+            hint(mp.model, f"teacher: candidates with {mp.model} skipped: {short_hint(mp.model)}")
             made.append(None)
             lines.append({"model": mp.model, "kind": mp.kind, "finetuned": mp.finetune, "skipped": why})
             continue
@@ -270,8 +271,7 @@ def choose(params: Params, train: pd.DataFrame, dev: pd.DataFrame, dataset: str)
                                 f"teacher candidate {i}"))
         lines.append({"model": mp.model, "kind": mp.kind, "finetuned": mp.finetune,
                       "dev_spearman": made[-1].report["dev"]["spearman"]})
-        print(f"teacher: candidate {i} ({mp.kind}-encoder {mp.model}, {how}): dev {lines[-1]['dev_spearman']}",
-              flush=True)
+        detail(f"teacher: candidate {i} ({mp.kind}-encoder {mp.model}, {how}): dev {lines[-1]['dev_spearman']}")
     scored = [m for m in made if m is not None]
     if not scored:
         raise ModelError("teacher: no candidate could be made here; " + "; ".join(x["skipped"] for x in lines))

@@ -18,6 +18,7 @@ from pldistill import cut as cutting
 from pldistill import schemas, static_choice
 from pldistill.cards import card, fit_facts
 from pldistill.config import Params, TrainParams
+from pldistill.console import detail
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
 from pldistill.models import BiEncoder
@@ -82,7 +83,7 @@ def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out:
     if several:
         how = f"dev untrained ({untrained})" if untrained else "dev after stage embed's step"
         result |= {"chosen_by": how, "candidates": [c.row() for c in candidates]}
-        print(f"cut: of {len(candidates)} static starts, {kept.spec} at {kept.facts['dims']} dims, the best on {how}")
+        detail(f"cut: of {len(candidates)} static starts, {kept.spec} at {kept.facts['dims']} dims, the best on {how}")
     return result | ({"skipped": skipped} if skipped else {})
 
 
@@ -109,8 +110,8 @@ def _save(params: Params, kept: static_choice.Candidate, sources: int, tmp: Path
     if kept.directions is not None:
         np.save(tmp / cutting.DIRECTIONS_FILE, kept.directions, allow_pickle=False)  # in tmp: written whole
     origin = f"{kept.spec} fine-tuned on gold ({st.finetune} epochs)" if st.finetune else kept.spec
-    print(f"cut: static start from {origin}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
-          f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
+    detail(f"cut: static start from {origin}, {facts['vocab']} tokens x {facts['dims']}, weights {st.weights}: dev "
+           f"{facts['dev']} untrained (the whole model {facts['whole_dev']})")
 
 
 def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
@@ -123,8 +124,6 @@ def cut(params: Params, clean: Path, out: Path, report: Path) -> dict:
     result = {k: v for k, v in choice.items() if k != "ranking"}
     if "ranking" in choice:
         result |= {"cuts": len(choice["ranking"]), "top": choice["ranking"][:5]}
-        print(f"cut: layers {choice['layers']} of {choice['of']}, the best of {len(choice['ranking'])} cuts of "
-              f"{choice['keep']} on dev untrained ({choice['dev']}; the whole model {choice['whole_dev']})")
     write_report(report, result)
     return result
 

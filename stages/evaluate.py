@@ -20,6 +20,7 @@ import torch
 from pldistill import cleaning, datasets, schemas, speed
 from pldistill.bundled import resolve as resolve_spec
 from pldistill.config import EvaluateParams, ExtraSet, Params
+from pldistill.console import detail
 from pldistill.cut import resolve
 from pldistill.device import cpu_flags
 from pldistill.export import MANIFEST
@@ -31,7 +32,6 @@ from pldistill.recipes.base import Recipe
 from pldistill.runtime import main
 from pldistill.served import Served, serve_copy
 from pldistill.validate import load_params
-from pldistill.verdict import verdict
 
 
 def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
@@ -140,10 +140,10 @@ def _speeds(params: Params, reference: str, models: dict, served: dict, result: 
                         sentences, False)
     at = f"; the static models in batches of {ep.static_batch_size}" if sizes else ""
     cores = "every core" if ep.speed_threads is None else f"{ep.speed_threads} thread(s)"
-    print(f"speed, as a ratio to {reference} whole in torch fp32 ({len(pairs)} test pairs in turns of "
+    detail(f"speed, as a ratio to {reference} whole in torch fp32 ({len(pairs)} test pairs in turns of "
           f"{ep.speed_chunk}, {ep.speed_rounds} rounds, batches of {ep.batch_size}{at}, {cores}; 95% intervals): "
           + ", ".join(f"{PLOT_NAMES.get(n, n)} {t['speed']} [{t['speed_low']}, {t['speed_high']}]{_twin(t)}"
-                      for n, t in timed.items()), flush=True)
+                      for n, t in timed.items()))
     if plots is not None:
         with atomic_dir(plots) as tmp:
             for name, row in rows.items():
@@ -263,7 +263,6 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     if timing:  # (after the report, which clears a machine file it has nothing for)
         write_json(machine_path(out), timing)
 
-    print("\n".join(verdict(result)))
     test = splits["test"]
     write_csv_rows(predictions, ["gold", "bi", "cross", "start", "gold_bi"],
                    [[round(g, 4), *(round(float(preds[m]["test"][i]), 4) for m in ("bi", "cross", "start", "gold"))]

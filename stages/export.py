@@ -18,6 +18,7 @@ import numpy as np
 from pldistill import export as ex
 from pldistill import schemas
 from pldistill.config import Params
+from pldistill.console import detail
 from pldistill.io import atomic_dir, write_report
 from pldistill.runtime import main
 from pldistill.validate import load_params
@@ -66,7 +67,7 @@ def export(params: Params, bi: Path, clean: Path, out: Path, report: Path) -> di
                 return
             made[fmt] = {"file": ex.FILES[fmt], "bytes": ex.model_bytes(folder, fmt),
                          "seconds": round(time.perf_counter() - t0, 2)}
-            print(f"export {fmt}: {made[fmt]['bytes']:,} bytes in {made[fmt]['seconds']} s", flush=True)
+            detail(f"export {fmt}: {made[fmt]['bytes']:,} bytes in {made[fmt]['seconds']} s")
 
         try:
             if params.student.kind == "static":

@@ -24,7 +24,8 @@ def cpu_with_bf16_units(monkeypatch, tmp_path):
     device.bf16_auto.cache_clear()
 
 
-def test_bf16_units_that_measure_slower_stay_off_and_the_decision_is_kept(cpu_with_bf16_units, capsys):
+def test_bf16_units_that_measure_slower_stay_off_and_the_decision_is_kept(cpu_with_bf16_units, capsys, monkeypatch):
+    monkeypatch.setenv("PLDISTILL_REPORTS", "1")  # the decision is a detail line
     probe, calls, kept = cpu_with_bf16_units
     probe(0.5)  # the Intel Xeon with avx512_bf16 and no AMX: bf16 at half fp32's speed
     assert device.bf16_auto() is False

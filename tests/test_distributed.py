@@ -19,9 +19,8 @@ import yaml
 from safetensors.torch import load_file
 
 import stages.gold as gold_stage
-from pldistill import distributed, schemas
+from pldistill import console, distributed, schemas
 from pldistill.config import ConfigError, Params
-from pldistill.io import split_report
 from pldistill.launch import command
 from pldistill.validate import parse_params
 from tests import distributed_fit
@@ -45,16 +44,6 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
-def _reports(stdout: str) -> list[dict]:
-    """The JSON reports a run printed (run_stage prints one, on rank 0)."""
-    dec, out, at = json.JSONDecoder(), [], stdout.find("{")
-    while at >= 0:
-        obj, end = dec.raw_decode(stdout, at)
-        out.append(obj)
-        at = stdout.find("{", end)
-    return out
-
-
 @pytest.mark.slow
 def test_label_on_two_processes_writes_the_one_process_silver_file(tiny_params, teacher_dir, tmp_path):  # noqa: F811
     clean, pairs, _ = _inputs(tmp_path, 151)  # odd: the ranks' slices differ in size
@@ -74,7 +63,8 @@ def test_label_on_two_processes_writes_the_one_process_silver_file(tiny_params, 
     assert two_report["candidates"] == one_report["candidates"] == 151
     assert two_report["histogram"] == one_report["histogram"]
     assert two_report["silver_score_mean"] == pytest.approx(one_report["silver_score_mean"], abs=1e-4)
-    assert [split_report(r)[0] for r in _reports(done.stdout)] == [two_report]  # printed once: by rank 0
+    said = [line for line in done.stdout.splitlines() if line.startswith("label: ")]
+    assert len(said) == 1 and said[0].startswith(f"label: {console.label(two_report)} (")  # once: by rank 0
     assert [p.name for p in (out / "silver").iterdir()] == [schemas.SILVER_FILE]  # no scratch left behind
 
 

@@ -259,3 +259,42 @@ def test_every_docs_page_the_code_points_to_exists():
     bad = sorted({f"{p.relative_to(ROOT)}: {m}" for p in sources
                   for m in re.findall(r"docs/[\w/-]+\.md", p.read_text()) if not (ROOT / m).is_file()})
     assert not bad, "pointers to docs pages that do not exist: " + "; ".join(bad)
+
+
+# -------------------------------------------------------------------------------------------- nothing outside
+# A user's clone holds the repository and nothing beside it: no page, message, card or comment may send them to a
+# path outside it (issue 77: `../shared/...` was in the README, the guides and the offline error). A command's path is
+# read from the repository root, a link's from its page's folder.
+CLIMB = re.compile(r"(?<![\w/.])((?:\.\./)+[^\s`'\")\]},;]*)")
+# bad-input.md shows an archive member with `..` being refused, as the user sees it: a name inside an archive
+OUTSIDE_ON_PURPOSE = frozenset({"../../sts-train.csv"})
+READ = [*PAGES, *[p for d in ("pldistill", "stages", "scripts", "benchmarks") for p in sorted((ROOT / d).rglob("*"))
+                  if p.suffix in (".py", ".sh")], *[ROOT / f for f in ("Makefile", "params.yaml", "dvc.yaml")]]
+
+
+def outside(text: str, folder: Path, root: Path = ROOT) -> list[str]:
+    """The paths in ``text`` that lead out of ``root``: `../x` from ``root`` (a command run there), or from
+    ``folder`` when it is a Markdown link's target (`](../x)`)."""
+    out = []
+    for m in CLIMB.finditer(text):
+        path = m.group(1)
+        base = folder if text[max(0, m.start() - 2):m.start()] == "](" else root
+        if not (base / path).resolve().is_relative_to(root.resolve()):
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("source", READ, ids=_name)
+def test_nothing_a_user_reads_points_outside_the_repository(source):
+    found = sorted(set(outside(source.read_text(), source.parent)) - OUTSIDE_ON_PURPOSE)
+    assert not found, (f"{_name(source)}: {', '.join(found)} lies outside the repository, and a user's clone has "
+                       f"nothing beside it: name a path inside it (data/downloads/...) or one the user fills in "
+                       f"(path/to/...)")
+
+
+def test_a_path_outside_is_caught(tmp_path):
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    text = ("`-S data.source=../shared/data/Stsbenchmark.tar.gz`, [the README](../README.md), see `../CONTRACT.md`, "
+            "[up](../../x.md), `data/downloads/Stsbenchmark.tar.gz`, `path/to/Stsbenchmark.tar.gz`, a/../b")
+    assert outside(text, root / "docs", root) == ["../shared/data/Stsbenchmark.tar.gz", "../CONTRACT.md", "../../x.md"]

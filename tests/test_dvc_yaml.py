@@ -52,11 +52,10 @@ def test_download_runs_after_check_and_not_the_training_sections():
 @pytest.mark.parametrize("stage", ["check", "download", "augment", "sample"])
 def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
     """DVC reruns a stage when a file in its deps changes: the data stages must not list the training code, so
-    an edit to the loop or a trainer leaves them cached (`dvc status` shows only the training stages). Stage cut
+    an edit to the engine or its extensions leaves them cached (`dvc status` shows only the training stages). Stage cut
     trains (static.finetune: a static start's transformer learns the gold pairs first), so it lists it."""
-    training = {"pldistill/loop.py", "pldistill/training.py", "pldistill/st_trainer.py", "pldistill/teachers.py",
-                "pldistill/embedding.py", "pldistill/dse.py", "pldistill/trainable.py", "pldistill/wrappers.py",
-                "pldistill/checkpoints.py",
+    training = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/resume.py", "pldistill/teachers.py",
+                "pldistill/embedding.py", "pldistill/dse.py", "pldistill/wrappers.py",
                 *(f"pldistill/losses/{f.name}" for f in (ROOT / "pldistill/losses").glob("*.py"))}
     assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))
 
@@ -73,12 +72,13 @@ def test_the_data_stages_depend_on_few_modules():
     # runtime, handover, environment), two __init__.py and the stage. handover (~110 lines, the standard library
     # alone) hands a stage to `make run`'s warm interpreter, runtime watches the process it came from (~35 lines
     # more), environment checks the Python first (~60 lines, from stages/__init__.py, so the library never imports
-    # the stages)
-    assert len(modules["check"]) <= 21 and len(modules["download"]) <= 16, modules
+    # the stages); console (~190 lines: the one line a stage prints, details on request, bars on a terminal)
+    assert len(modules["check"]) <= 22 and len(modules["download"]) <= 17, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2190 and lines["download"] < 2375, lines  # (< 1950, < 2270 before the warm interpreter;
+    assert lines["check"] < 2420 and lines["download"] < 2625, lines  # (< 1950, < 2270 before the warm interpreter;
     # < 2115, < 2360 before the export section and a library's open thread pool; < 2170 before static.model and
-    # static.dims took lists of candidates; download < 2370 before an old params file's retired key got its hint)
+    # static.dims took lists of candidates; < 2190, < 2370 before the one line a stage, issue 77; download < 2620
+    # before an old params file's retired key got its hint, issue 76)
     assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 

@@ -304,3 +304,34 @@ def test_the_corpus_is_read_as_every_table_is(tmp_path):
         rtt.load_corpus(bad)
     with pytest.raises(DataError, match=r"nowhere\.txt: augment\.rtt\.corpus not found"):
         rtt.load_corpus(tmp_path / "nowhere.txt")
+
+
+def test_an_empty_corpus_is_refused_naming_the_file_and_a_compressed_name_is_read(tmp_path):
+    """Issue 77: an empty embed.corpus was learnt from silently (the task's sentences alone); a corpus named
+    corpus.txt.gz or corpus.csv.gz was refused by its name. Now the one is refused, naming the file and the key,
+    and the other read as its name says."""
+    import gzip
+
+    from pldistill import sentences
+
+    empty, blank = tmp_path / "empty.txt", tmp_path / "blank.txt"
+    empty.write_bytes(b"")
+    blank.write_text("\n  \n\n")
+    with pytest.raises(DataError, match=r"empty\.txt \(embed\.corpus\): empty file \(0 bytes\).*set embed\.corpus "
+                                        r"to null"):
+        embedding.read_corpus(empty)
+    with pytest.raises(DataError, match=r"blank\.txt \(embed\.corpus\): no sentence in it, only blank lines"):
+        embedding.read_corpus(blank)
+    (tmp_path / "empty.csv").write_bytes(b"")
+    with pytest.raises(DataError, match=r"empty\.csv \(embed\.corpus\): empty file"):
+        embedding.read_corpus(tmp_path / "empty.csv")
+    short = tmp_path / "short.txt"
+    short.write_text("a\nbb\n")
+    params = parse_params({"embed": {"corpus": str(short)}}).embed
+    with pytest.raises(DataError, match=r"short\.txt \(embed\.corpus\): none of its 2 sentences has 4 characters"):
+        sentences.corpus_sentences(params, "NFKC", 4, np.random.default_rng(0))
+    for name, data in (("corpus.txt.gz", b"first sentence here\nsecond sentence here\n"),
+                       ("corpus.csv.gz", b"sentence\nfirst sentence here\nsecond sentence here\n")):
+        (tmp_path / name).write_bytes(gzip.compress(data))
+        assert parse_params({"embed": {"corpus": str(tmp_path / name)}}).embed.corpus == str(tmp_path / name)
+        assert embedding.read_corpus(tmp_path / name) == ["first sentence here", "second sentence here"]

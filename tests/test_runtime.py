@@ -178,10 +178,15 @@ def test_a_stage_ends_quickly_yet_runs_its_exit_handlers_joins_its_threads_and_p
     (tmp_path / "params.yaml").write_text("seed: 1\n")
     run = {"cwd": tmp_path, "capture_output": True, "text": True,
            "env": {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},  # stdout buffered, as piped
-                   "PLDISTILL_STORE": str(tmp_path / "store")}}
+                   "PLDISTILL_STORE": str(tmp_path / "store"), "PLDISTILL_REPORTS": "1"}}
     done = subprocess.run([sys.executable, "stage.py", "--out", "ok"], check=False, **run)
     assert done.returncode == 0, done.stderr
-    assert len(json.loads(done.stdout)["lines"]) == 2000  # flushed whole before the process ended
+    report, end = json.JSONDecoder().raw_decode(done.stdout)
+    assert len(report["lines"]) == 2000  # flushed whole before the process ended
+    assert done.stdout[end:].strip().startswith("stage: done; report in ok (")  # then its one line
+    quiet = subprocess.run([sys.executable, "stage.py", "--out", "ok"], check=False,
+                           **{**run, "env": {**run["env"], "PLDISTILL_REPORTS": "0"}})
+    assert quiet.stdout.splitlines() == [quiet.stdout.strip()] and quiet.stdout.startswith("stage: done")  # one line
     assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
     failed = subprocess.run([sys.executable, "stage.py", "--out", "bad"], check=False, **run)
     assert (failed.returncode, failed.stderr.strip()) == (1, "error: a user error, told in one line")
