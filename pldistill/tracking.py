@@ -1,8 +1,9 @@
 """Training curves and system metrics through DVCLive, for `dvc plots show` / `dvc plots diff`.
 
 A stage's command line opens one log (``logging_to(dir)``; dvc.yaml names the folder, a cached output,
-git-ignored); every training run inside it logs ``train/loss`` and ``train/lr`` each step and
-``dev/spearman`` at each dev evaluation. A stage that trains several runs (teacher members, seed
+git-ignored); every training run inside it logs through transformers' DVCLive integration
+(pldistill.trainer_parts.Curves): ``train/loss`` and ``train/learning_rate`` each step and ``eval/dev_spearman``
+at each dev evaluation. A stage that trains several runs (teacher members, seed
 optimisation, trans-encoder cycles) lays them end to end: each run gets its own step range, as in the
 dev-curve CSVs.
 
@@ -50,21 +51,10 @@ def logging_to(directory: Path | str) -> Iterator[None]:
 
 
 class RunLog:
-    """One training run's metrics in the open log, at steps ``offset + step``."""
+    """One training run's place in the open log: the log, and the step its step 0 lands on."""
 
     def __init__(self, live: object, offset: int):
         self.live, self.offset = live, offset
-
-    def train(self, step: int, loss: float, lr: float | None = None) -> None:
-        """The loss of step ``step`` and the learning rate it ended with (None: not logged)."""
-        self.live.step = self.offset + step
-        self.live.log_metric("train/loss", loss)
-        if lr is not None:
-            self.live.log_metric("train/lr", lr)
-
-    def dev(self, step: int, spearman: float) -> None:
-        self.live.step = self.offset + step
-        self.live.log_metric("dev/spearman", spearman)
 
 
 def run_log(total: int) -> RunLog | None:

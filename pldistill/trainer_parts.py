@@ -12,10 +12,12 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
+from transformers.integrations import DVCLiveCallback
 
 from pldistill import distributed, tracking
 from pldistill.batching import by_length
@@ -24,6 +26,7 @@ from pldistill.resume import CURVE
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
+CURVES = ("loss", "learning_rate", METRIC)  # to DVCLive: train/loss, train/learning_rate, eval/dev_spearman
 MODULE = "module.safetensors"  # in a checkpoint: all the loss trains (the model, and a DSE head)
 BEST = "best.safetensors"  # in a checkpoint: the best-on-dev weights so far (CURVE: the dev curve, written last)
 
@@ -150,27 +153,21 @@ def dev_evaluator(loss: torch.nn.Module, score: Callable[[], float]):
 
 class Hooks(TrainerCallback):
     """The run's callback (``run``: a pldistill.training.Run): dev scored at the run's steps, a checkpoint where one
-    is due, a pause, early stopping; each step's loss and learning rate and each dev score to the stage's DVCLive
-    log; beside each Trainer checkpoint, the dev curve and the best weights so far (what selection needs after a
-    resume)."""
+    is due, a pause, early stopping; beside each Trainer checkpoint, the dev curve and the best weights so far (what
+    selection needs after a resume). ``curves()``: the run's DVCLive callback, where the stage opened a log."""
 
     def __init__(self, run) -> None:
         self.run, self.saved = run, time.perf_counter()
-        self.log = tracking.run_log(run.total)
-        if self.log:
-            self.log.dev(0, run.dev0)
-        self.replay = False  # set where a killed run's checkpoint resumes: its log is replayed from the Trainer's
         self._best_written: tuple[Path, int] | None = None  # the last best file written, and which weights
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        if self.replay and self.log:  # the log restarts empty with the stage: replay what the checkpoint remembers
-            for h in state.log_history:
-                if "loss" in h:
-                    self.log.train(h["step"], float(h["loss"]), h.get("learning_rate"))
-            for row in self.run.curve[1:]:
-                self.log.dev(row["step"], row["dev"])
-        self.replay = False
-        return control
+    def curves(self) -> Curves | None:
+        """transformers' DVCLive callback for this run, writing into the stage's log (None: no log is open)."""
+        log = tracking.run_log(self.run.total)
+        if log is None:
+            return None
+        curves = Curves(log)
+        curves.point(0, {METRIC: self.run.dev0})  # the start is a checkpoint too
+        return curves
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
@@ -184,8 +181,6 @@ class Hooks(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         dev = float(metrics[METRIC])
-        if self.log:
-            self.log.dev(state.global_step, dev)
         if self.run.evaluated(state.global_step, state.epoch or 0.0, dev):
             control.should_training_stop = True
         return control
@@ -205,10 +200,6 @@ class Hooks(TrainerCallback):
         (out / CURVE).write_text(json.dumps(self.run.curve))  # last: it marks the checkpoint complete
         return control
 
-    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
-        if self.log and logs and "loss" in logs:
-            self.log.train(state.global_step, float(logs["loss"]), logs.get("learning_rate"))
-
     @staticmethod
     def read(checkpoint: Path) -> tuple[list[dict], Path | None]:
         """A checkpoint's dev curve and its best weights' file (None: the start was the best)."""
@@ -225,3 +216,41 @@ class Hooks(TrainerCallback):
                 pass
 
         return Bar()
+
+
+class Curves(DVCLiveCallback):
+    """transformers' DVCLive integration, writing into the stage's open log (pldistill.tracking) at this run's steps
+    (``log.offset`` on: a stage's runs lie end to end). Only the curves (``CURVES``), none of the Trainer's timings:
+    the log is a cached output, and a rerun writes the same bytes. dvc.yaml declares the params and the plots, so the
+    callback logs no params of its own. ``replay``: a killed run's resume writes what its checkpoint remembers."""
+
+    def __init__(self, log: tracking.RunLog) -> None:
+        super().__init__(live=log.live)
+        self.offset, self.replay = log.offset, False
+
+    def setup(self, args, state, model) -> None:
+        self._initialized = True
+
+    def point(self, step: int, logs: dict) -> None:
+        """``logs`` (the Trainer's names) at the run's ``step``, outside a Trainer call (the start's dev score)."""
+        self.on_log(None, SimpleNamespace(is_world_process_zero=True, global_step=step), None, logs=logs)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.replay:  # the log restarts empty with the stage
+            for row in self.run_history(state):
+                self.point(row["step"], row)
+        self.replay = False
+
+    @staticmethod
+    def run_history(state) -> list[dict]:
+        return [h for h in state.log_history if any(k in h for k in CURVES)]
+
+    def on_log(self, args, state, control, model=None, logs=None, **kwargs):
+        # the integration names eval_* eval/*, and train_* train/*: the step's loss is train/loss, as dvc.yaml plots
+        kept = {k if k.startswith("eval_") else f"train_{k}": v for k, v in (logs or {}).items() if k in CURVES}
+        if kept:
+            self.live.step = self.offset + state.global_step
+            super().on_log(args, state, control, model=model, logs=kept, **kwargs)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        pass  # the stage ends the log; no model is logged as an artifact

@@ -177,8 +177,10 @@ class Run:
         args = args_type(**args, learning_rate_mapping={rf"^{prefix}\.": lr for prefix, lr in lrs.items()},
                          batch_sampler=batches(lengths))
         self.hooks = Hooks(self)
+        self.curves = self.hooks.curves()
         trainer = base(model=self.model, args=args, train_dataset=data, loss=self.loss,
-                       evaluator=dev_evaluator(self.loss, self.dev_score), callbacks=[self.hooks])
+                       evaluator=dev_evaluator(self.loss, self.dev_score),
+                       callbacks=[self.hooks, *([self.curves] if self.curves else [])])
         trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
         trainer.add_callback(self.hooks.bar())
         return trainer
@@ -213,7 +215,9 @@ class Run:
 
     def _resumed(self, checkpoint: Path) -> None:
         """Pick up a killed run's checkpoint: its curve and its best weights; the Trainer restores the rest."""
-        self.resume_from, self.hooks.replay = checkpoint, True
+        self.resume_from = checkpoint
+        if self.curves is not None:
+            self.curves.replay = True
         self.curve, best = self.hooks.read(checkpoint)
         self.best = load_file(str(best)) if best is not None else None
         step = int(checkpoint.name.rsplit("-", 1)[1])

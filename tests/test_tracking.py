@@ -32,8 +32,8 @@ def test_training_runs_log_loss_and_dev_per_step_end_to_end(tiny_model_dir, tmp_
     loss = _rows(metrics / "train/loss.tsv")
     assert [int(r["step"]) for r in loss] == [1, 2, 3, 4, 6, 7, 8, 9]  # the second run starts at 5
     assert res.steps == 4
-    assert [int(r["step"]) for r in _rows(metrics / "dev/spearman.tsv")] == [0, 2, 4, 5, 7, 9]
-    assert len(_rows(metrics / "train/lr.tsv")) == 8
+    assert [int(r["step"]) for r in _rows(metrics / "eval/dev_spearman.tsv")] == [0, 2, 4, 5, 7, 9]
+    assert len(_rows(metrics / "train/learning_rate.tsv")) == 8
     assert not list(tmp_path.rglob("dvc.yaml")) and not list(live.glob("report.*"))  # dvc.yaml declares the plots
     assert not (metrics / "system").exists()  # the machine's CPU / RAM use: only with PLDISTILL_SYSTEM_METRICS=1
     assert tracking._live is None  # closed with its block
@@ -55,11 +55,11 @@ def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_model_dir, tmp_
             _start(tiny_model_dir, params, kill_at_eval)(7)[1].finish()
         metrics = tmp_path / name / "plots/metrics"
         return {f: [{k: v for k, v in r.items() if k != "timestamp"} for r in _rows(metrics / f)]
-                for f in ("train/loss.tsv", "train/lr.tsv", "dev/spearman.tsv")}
+                for f in ("train/loss.tsv", "train/learning_rate.tsv", "eval/dev_spearman.tsv")}
 
     logged = {"whole": run("whole", tmp_path / "none")}
     with pytest.raises(Killed):  # dies at the third evaluation (step 8 of 16): the checkpoint of step 4 stays
         run("killed", root, kill_at_eval=3)
     logged["resumed"] = run("resumed", root)
-    assert len(logged["whole"]["train/lr.tsv"]) == 16
+    assert len(logged["whole"]["train/learning_rate.tsv"]) == 16
     assert logged["resumed"] == logged["whole"]  # the steps before the kill replayed from the checkpoint
