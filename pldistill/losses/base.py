@@ -25,3 +25,21 @@ def embeddings(model: torch.nn.Module, sentence_features: Iterable[dict[str, tor
                loss: str) -> list[torch.Tensor]:
     """Each column's sentence embeddings, (batch, dim) apiece, by ``model``'s forward."""
     return [model(features)["sentence_embedding"] for features in columns(list(sentence_features), n, loss)]
+
+
+class PairEmbeddingLoss(torch.nn.Module):
+    """A ``SentenceTransformer``'s loss on (s1, s2) columns: ``maths(u, v, labels)`` of the two columns' embeddings
+    (u, v: (batch, dim)); a subclass names its ``maths`` and its ``name`` (for errors)."""
+
+    name = "a pair loss"
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    @staticmethod
+    def maths(u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        return self.maths(*embeddings(self.model, sentence_features, 2, self.name), labels)

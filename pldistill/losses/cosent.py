@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pldistill.losses.base import embeddings
+from pldistill.losses.base import PairEmbeddingLoss
 
 
 def cosent(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
@@ -21,12 +21,8 @@ def cosent(u: torch.Tensor, v: torch.Tensor, target: torch.Tensor, scale: float 
     return torch.logsumexp(torch.cat([diff.new_zeros(1), diff]), dim=0)
 
 
-class CoSENTLoss(torch.nn.Module):
+class CoSENTLoss(PairEmbeddingLoss):
     """A ``SentenceTransformer``'s loss on (s1, s2) columns; labels: the pairs' scores, on any scale."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
-        return cosent(*embeddings(self.model, sentence_features, 2, "CoSENT"), labels)
+    name = "CoSENT"
+    maths = staticmethod(cosent)
