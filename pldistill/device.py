@@ -63,9 +63,10 @@ def bf16_auto() -> bool:
     ``BF16_MARGIN`` times faster than fp32's. The flags alone mislead: on an Intel Xeon with avx512_bf16 (no AMX)
     torch 2.13's bf16 matmul ran at about half fp32's speed, and encoding at 0.62x (docs/benchmarks.md).
 
-    The decision is kept in the project's store (pldistill.io.default_root), keyed by the CPU, torch and its
-    threads, so every stage of every run on this machine decides alike: a timing near the margin cannot flip
-    from one run to the next and change the artifacts."""
+    The decision is kept in the project's store (pldistill.io.default_root), one for each CPU, torch and thread
+    count, so every stage of every run on this machine decides alike: a timing near the margin cannot flip from one
+    run to the next and change the artifacts, and a run at another thread count (a test's one thread) decides for
+    itself without overwriting the others'."""
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
     if not native_bf16():
@@ -76,15 +77,18 @@ def bf16_auto() -> bool:
         kept = json.loads(file.read_text())
     except (OSError, ValueError):
         kept = {}
-    if kept.get("key") == key and isinstance(kept.get("on"), bool):
-        return kept["on"]
+    decisions = [d for d in kept.get("decisions", [kept]) if isinstance(d, dict) and isinstance(d.get("on"), bool)]
+    for d in decisions:
+        if d.get("key") == key:
+            return d["on"]
     speedup = bf16_speedup()
     on = speedup >= BF16_MARGIN
     detail(f"bf16 auto: {'on' if on else 'off'}: a bf16 matmul runs at {speedup:.2f}x fp32's speed on this CPU "
            f"(on at >= {BF16_MARGIN}x); kept in {file}")
     try:
         with atomic_path(file) as tmp:
-            tmp.write_text(json.dumps({"key": key, "on": on, "speedup": round(speedup, 3)}, indent=2) + "\n")
+            tmp.write_text(json.dumps({"decisions": [*decisions, {"key": key, "on": on, "speedup": round(speedup, 3)}]},
+                                      indent=2) + "\n")
     except OSError as err:  # a read-only store: decide again next time, and say so
         print(f"bf16 auto: could not keep the decision in {file} ({err})", flush=True)
     return on

@@ -6,6 +6,7 @@ that the loss trains (a DSE head's weights with the model's), in safetensors."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -94,6 +95,15 @@ def trainer_class(model: torch.nn.Module) -> tuple[type, type]:
 
         def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
             load_trainable(self.loss, load_file(str(Path(resume_from_checkpoint) / MODULE)))
+
+        def train(self, *args, **kwargs):
+            # what lives now (the data, the models) is not garbage: frozen, the full gc.collect the Trainer runs as
+            # it starts skips it (0.2 s of a 10 s run of 40 steps on 2 CPU cores)
+            gc.freeze()
+            try:
+                return super().train(*args, **kwargs)
+            finally:
+                gc.unfreeze()
 
         def evaluate(self, *args, **kwargs):
             # an evaluation draws nothing from training's random stream (dropout; the Trainer's eval loader draws a

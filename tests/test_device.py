@@ -30,7 +30,7 @@ def test_bf16_units_that_measure_slower_stay_off_and_the_decision_is_kept(cpu_wi
     probe(0.5)  # the Intel Xeon with avx512_bf16 and no AMX: bf16 at half fp32's speed
     assert device.bf16_auto() is False
     assert "bf16 auto: off" in capsys.readouterr().out
-    assert json.loads(kept.read_text())["on"] is False
+    assert [d["on"] for d in json.loads(kept.read_text())["decisions"]] == [False]
     probe(3.0)  # a later stage on the same machine times it faster: the kept decision stands, unprobed
     assert device.bf16_auto() is False
     assert calls == [0.5]
@@ -48,7 +48,22 @@ def test_a_decision_for_another_machine_or_torch_is_not_reused(cpu_with_bf16_uni
     kept.write_text(json.dumps({"key": {"cpu": "another", "torch": "0", "threads": 1}, "on": True}))
     probe(0.5)
     assert device.bf16_auto() is False and calls == [0.5]
-    assert json.loads(kept.read_text())["key"]["cpu"] == device.cpu_flags()
+    assert [d["key"]["cpu"] for d in json.loads(kept.read_text())["decisions"]] == ["another", device.cpu_flags()]
+
+
+def test_each_thread_count_keeps_its_own_decision(cpu_with_bf16_units, monkeypatch):
+    """A test at one thread decides for one thread; the pipeline's decision at two threads stands beside it."""
+    probe, calls, kept = cpu_with_bf16_units
+    monkeypatch.setattr(device.torch, "get_num_threads", lambda: 2)
+    probe(0.5)
+    assert device.bf16_auto() is False
+    monkeypatch.setattr(device.torch, "get_num_threads", lambda: 1)
+    probe(3.0)
+    assert device.bf16_auto() is True
+    monkeypatch.setattr(device.torch, "get_num_threads", lambda: 2)
+    probe(3.0)
+    assert device.bf16_auto() is False and calls == [0.5, 3.0]
+    assert len(json.loads(kept.read_text())["decisions"]) == 2
 
 
 def test_no_bf16_units_means_off_without_a_probe(monkeypatch):

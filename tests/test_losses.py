@@ -28,6 +28,32 @@ def test_a_sentence_transformers_user_trains_with_our_loss_and_the_library_train
     assert any(not torch.equal(v, model.state_dict()[k]) for k, v in before.items())
 
 
+def test_a_pair_batch_is_one_forward_and_each_row_embeds_as_alone(tiny_model_dir):
+    """The columns of a pair batch go through the model in one forward (the collator's features joined, padded on
+    the right); a row's embedding is what a forward of its own column gives, and a left-padding tokenizer or
+    features that do not stack fall back to one forward a column."""
+    from sentence_transformers import SentenceTransformer
+
+    from pldistill.losses.base import embeddings, joined
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu").eval()
+    pairs = make_pairs(6)
+    features = [model.tokenize(list(pairs.sentence1)), model.tokenize(list(pairs.sentence2[:4]) + ["a much longer "
+                                                                                                     "sentence " * 5] * 2)]
+    assert features[0]["input_ids"].shape[1] != features[1]["input_ids"].shape[1]
+    calls = []
+    model.register_forward_pre_hook(lambda *_: calls.append(1))
+    with torch.no_grad():
+        u, v = embeddings(model, features, 2, "a test")
+        assert len(calls) == 1 and u.shape == v.shape == (6, model.get_sentence_embedding_dimension())
+        alone = [model(f)["sentence_embedding"] for f in features]
+    torch.testing.assert_close(u, alone[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(v, alone[1], atol=1e-5, rtol=1e-4)
+    assert joined(model, [features[0], {**features[1], "modality": "image"}]) is None
+    model.tokenizer.padding_side = "left"
+    assert joined(model, features) is None
+
+
 def test_a_cross_encoder_user_trains_with_our_soft_bce_and_the_library_trainer_alone(tiny_model_dir, tmp_path):
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer

@@ -8,7 +8,7 @@ function of tensors in the loss's own file, testable without a model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -21,10 +21,40 @@ def columns(found: Sequence, n: int, loss: str) -> Sequence:
     return found
 
 
+def joined(model: torch.nn.Module, features: Sequence[dict]) -> dict | None:
+    """Several columns' tokenised features as one batch, the columns' rows one after the other, each padded on the
+    right to the longest: one forward instead of one a column (1.2x the pair-training steps/s of a forward a column
+    on 2 CPU cores, results#training-engine). Padding is masked, so a row's embedding is its own either way. None
+    where the columns cannot be stacked: other keys than (rows, tokens) tensors and values the columns share (the
+    collator's ``modality``), or a tokenizer that pads on the left."""
+    tokenizer = getattr(getattr(model, "module", model), "tokenizer", None)  # a DDP wrapper holds it as .module
+    first = features[0]
+    tensors = [k for k, v in first.items() if torch.is_tensor(v)]
+    if (len(features) < 2 or getattr(tokenizer, "padding_side", "right") != "right" or "input_ids" not in tensors
+            or any(set(f) != set(first) for f in features)
+            or any(f[k] != first[k] for f in features for k in first if k not in tensors)
+            or any(f[k].dim() != 2 or f[k].shape != f["input_ids"].shape for f in features for k in tensors)):
+        return None
+    width = max(f["input_ids"].shape[1] for f in features)
+    pad = {"input_ids": getattr(tokenizer, "pad_token_id", None) or 0}
+    return {**first, **{k: torch.cat([torch.nn.functional.pad(f[k], (0, width - f[k].shape[1]), value=pad.get(k, 0))
+                                      for f in features]) for k in tensors}}
+
+
+def each_column(model: torch.nn.Module, features: Sequence[dict], forward: Callable[[dict], torch.Tensor]
+                ) -> list[torch.Tensor]:
+    """``forward`` ((rows, dim) from one batch of features) for each column: one call on the ``joined`` columns
+    where they stack, else one a column."""
+    batch = joined(model, features)
+    if batch is None:
+        return [forward(f) for f in features]
+    return list(forward(batch).split([len(f["input_ids"]) for f in features]))
+
+
 def embeddings(model: torch.nn.Module, sentence_features: Iterable[dict[str, torch.Tensor]], n: int,
                loss: str) -> list[torch.Tensor]:
     """Each column's sentence embeddings, (batch, dim) apiece, by ``model``'s forward."""
-    return [model(features)["sentence_embedding"] for features in columns(list(sentence_features), n, loss)]
+    return each_column(model, columns(list(sentence_features), n, loss), lambda f: model(f)["sentence_embedding"])
 
 
 class PairEmbeddingLoss(torch.nn.Module):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from pldistill.dse import pool
-from pldistill.losses.base import columns
+from pldistill.losses.base import columns, each_column
 
 
 def dse(student: torch.Tensor, teacher: torch.Tensor, gold: torch.Tensor, alpha: float, task: str) -> torch.Tensor:
@@ -54,7 +54,8 @@ class DSELoss(torch.nn.Module):
         return pool(out["all_layer_embeddings"], out["attention_mask"], self.pooling, cls_first)
 
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
-        u, v = (self.pooled(f).float() for f in columns(list(sentence_features), 2, "the DSE loss"))
+        u, v = (x.float() for x in each_column(self.model, columns(list(sentence_features), 2, "the DSE loss"),
+                                               self.pooled))
         return dse(self.head(u, v), labels[:, 0], labels[:, 1], self.alpha, self.task)
 
 
