@@ -38,8 +38,8 @@ def test_a_pair_batch_is_one_forward_and_each_row_embeds_as_alone(tiny_model_dir
 
     model = SentenceTransformer(str(tiny_model_dir), device="cpu").eval()
     pairs = make_pairs(6)
-    features = [model.tokenize(list(pairs.sentence1)), model.tokenize(list(pairs.sentence2[:4]) + ["a much longer "
-                                                                                                     "sentence " * 5] * 2)]
+    longer = list(pairs.sentence2[:4]) + ["a much longer sentence " * 5] * 2
+    features = [model.tokenize(list(pairs.sentence1)), model.tokenize(longer)]
     assert features[0]["input_ids"].shape[1] != features[1]["input_ids"].shape[1]
     calls = []
     model.register_forward_pre_hook(lambda *_: calls.append(1))
