@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -37,7 +37,7 @@ def host(features: dict) -> dict:
 
 
 class Tokens:
-    """A model's tokenizer calls: locked, and made ahead of use when asked (``submit``, then ``get``).
+    """A model's tokenizer calls, under one lock (inference tokenises ahead in a worker thread: ``prefetched``).
 
     ``waited``: seconds the consuming thread spent on features, tokenising in line or waiting for the worker; the
     host-side time left on the critical path.
@@ -45,29 +45,18 @@ class Tokens:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.ahead: dict[Hashable, Future] = {}
         self.waited = 0.0
 
     def locked(self, make: Callable[[], R]) -> R:
         with self.lock:
             return make()
 
-    def submit(self, workers: ThreadPoolExecutor, key: Hashable, make: Callable[[], dict]) -> None:
-        self.ahead[key] = workers.submit(self.locked, make)
-
-    def get(self, key: Hashable, make: Callable[[], dict]) -> dict:
-        """The features made ahead for ``key``, else made now."""
+    def now(self, make: Callable[[], R]) -> R:
+        """``make()`` in line, under the lock, its time counted as waited."""
         t0 = time.perf_counter()
-        fut = self.ahead.pop(key, None)
-        out = fut.result() if fut is not None else self.locked(make)
+        out = self.locked(make)
         self.waited += time.perf_counter() - t0
         return out
-
-    def trim(self, keep: int) -> None:
-        """Drop all but the ``keep`` newest entries: made ahead and never used (a loss that tokenises other
-        inputs), they would pile up."""
-        for key in list(self.ahead)[: max(0, len(self.ahead) - keep)]:
-            self.ahead.pop(key).cancel()
 
 
 def prefetched(make: Callable[[T], R], items: Iterable[T], depth: int = DEPTH,
@@ -78,7 +67,7 @@ def prefetched(make: Callable[[T], R], items: Iterable[T], depth: int = DEPTH,
     items = iter(items)
     if depth <= 0:
         for item in items:
-            yield item, tokens.get(None, lambda item=item: make(item))
+            yield item, tokens.now(lambda item=item: make(item))
         return
     with pool() as workers:
         pending: collections.deque[tuple[T, Future]] = collections.deque()

@@ -43,10 +43,10 @@ def learn(model: BiEncoder, s1: list[str], s2: list[str], target: list[float], d
     table = model.model[0].embedding
     table.weight.requires_grad_(False)  # the vectors held: only the weights learn
     parametrize.register_parametrization(table, "weight", TokenWeights(table.weight.shape[0]))
+    loss = pair_loss(model, trained.loss)
     _, gen = seed_all(seed)
     try:
-        res = start(model, pair_loss(model, trained.loss), (s1, s2), target, dev, step, eval_params, gen,
-                    "token weights").finish()
+        res = start(model, loss, (s1, s2), target, dev, step, eval_params, gen, "token weights").finish()
     finally:  # folded: the table keeps the weighted vectors under its own name
         parametrize.remove_parametrizations(table, "weight", leave_parametrized=True)
     table.weight.requires_grad_(True)

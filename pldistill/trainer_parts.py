@@ -6,39 +6,42 @@ that the loss trains (a DSE head's weights with the model's), in safetensors."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
 import os
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 from transformers.integrations import DVCLiveCallback
 
-from pldistill import distributed, tracking
-from pldistill.batching import by_length
+from pldistill import distributed, resume, tracking
+from pldistill.batching import Columns, by_length
 from pldistill.config import StepParams
-from pldistill.resume import CURVE
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"
 CURVES = ("loss", "learning_rate", METRIC)  # to DVCLive: train/loss, train/learning_rate, eval/dev_spearman
 MODULE = "module.safetensors"  # in a checkpoint: all the loss trains (the model, and a DSE head)
-BEST = "best.safetensors"  # in a checkpoint: the best-on-dev weights so far (CURVE: the dev curve, written last)
+BEST = "best.safetensors"  # in a checkpoint: the best-on-dev weights so far (resume.CURVE: the curve, written last)
 
 
-def arguments(params: StepParams, out: Path, seed: int, amp: str, per_device: int, cuda: bool, world: int = 1) -> dict:
+def arguments(params: StepParams, out: Path | None, seed: int, amp: str, per_device: int, cuda: bool,
+              world: int = 1) -> dict:
     """The Trainer's arguments for a training section's params: the same schedule (linear warm-up and decay),
     kernel, precision, batch and clipping. The Trainer's own evaluation and saving never fire: ``Hooks`` decides.
     ``world``: processes (DDP over nccl on GPUs, gloo on CPUs, in the group pldistill.distributed joined)."""
     never = 10**9
     return dict(
-        output_dir=str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
+        output_dir=None if out is None else str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
         per_device_train_batch_size=per_device, gradient_accumulation_steps=params.accumulate,
         learning_rate=params.lr, warmup_steps=params.warmup,  # under 1: a ratio of the steps (transformers 5)
         weight_decay=params.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear", optim=OPTIM[params.optimizer],
@@ -142,10 +145,32 @@ def batches(lengths: list[int] | None) -> type:
     return Batches
 
 
+@contextlib.contextmanager
+def at_length(model: torch.nn.Module, max_length: int) -> Iterator[None]:
+    """``model`` (a library model, or a DDP wrapper of one) truncating its inputs at ``max_length`` inside the block
+    (training short, e.g. at 32 tokens); a static model reads every token and has no length to set."""
+    model = getattr(model, "module", model)
+    attr = "max_seq_length" if hasattr(model, "max_seq_length") else "max_length"
+    before = getattr(model, attr, None)
+    try:
+        setattr(model, attr, max_length)
+    except AttributeError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        setattr(model, attr, before)
+
+
 def dev_evaluator(loss: torch.nn.Module, score: Callable[[], float]):
-    """Our dev score (Spearman x100 of the model's ``score``), as the Trainer's metric ``eval_dev_spearman``; the
-    library calls an evaluator on rank 0 alone and sends its metrics to the other ranks."""
+    """Our dev score (Spearman x100 of the model's ``score``), as the Trainer's metric ``eval_dev_spearman``, at
+    the length the model reads outside training (``score`` is called at the length it has now); the library calls
+    an evaluator on rank 0 alone and sends its metrics to the other ranks."""
     from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+    model = unwrapped(loss.model)
+    full = getattr(model, "max_seq_length", getattr(model, "max_length", None))
 
     class DevSpearman(BaseEvaluator):
         def __init__(self) -> None:
@@ -154,11 +179,57 @@ def dev_evaluator(loss: torch.nn.Module, score: Callable[[], float]):
 
         def __call__(self, model, output_path=None, epoch: float = -1, steps: int = -1) -> dict:
             was = loss.training
-            value = float(score())  # several processes: the library runs its evaluator on rank 0 and broadcasts
+            with at_length(loss.model, full):  # training may read fewer tokens (params max_length)
+                value = float(score())  # several processes: the library runs its evaluator on rank 0 alone
             loss.train(was)
             return {"dev_spearman": value}
 
     return DevSpearman()
+
+
+COLUMNS = {1: ("sentence",), 2: ("sentence1", "sentence2")}  # the dataset's text columns, by how many there are
+
+
+def build(run, texts: Columns, y: np.ndarray, seed: int, lrs: dict[str, float], lengths: list[int] | None) -> None:
+    """Give ``run`` (a pldistill.training.Run, its dev score at the start taken) the library's Trainer on ``texts``
+    and targets ``y``, with our parts: the arguments, the batch sampler, our dev evaluator, the hooks and the curves;
+    checkpoints in a folder named by the run's fingerprint (pldistill.resume; a temporary folder where checkpoints
+    are off), and where a killed run left one there, its curve and best weights (the Trainer restores the rest)."""
+    from datasets import Dataset
+    from transformers.trainer_callback import ProgressCallback
+
+    base, args_type = trainer_class(run.model)
+    args = arguments(run.params, None, seed, run.amp, run.per_device, torch.cuda.is_available(), run.world)
+    hooks = Hooks(run)
+    curves = hooks.curves()
+    evaluator = dev_evaluator(run.loss, run.dev_score)
+    start_state = {k: v.detach().clone() for k, v in trainable(run.loss).items()}
+    key = resume.fingerprint({
+        "params": run.params.model_dump(mode="json", exclude=resume.SCHEDULE), "desc": run.desc,
+        "y": torch.from_numpy(y), "texts": ["\0".join(column) for column in texts], "weights": start_state,
+        "seed": seed, "dev0": run.dev0, "amp": run.amp, "world": run.world, "lrs": lrs, "lengths": lengths})
+    kept = resume.folder(key)
+    tmp = None if kept is not None else tempfile.TemporaryDirectory(prefix="pldistill-run-")
+    folder = Path(kept or tmp.name)
+    names = COLUMNS.get(len(texts), tuple(f"text{i}" for i in range(len(texts))))
+    data = Dataset.from_dict({**{n: list(c) for n, c in zip(names, texts)},
+                              "label": y.tolist() if y.ndim == 1 else list(y)})
+    if y.ndim > 1:  # a row of numbers a label (an embedding; DSE's [logit, gold]): the collator stacks tensors
+        data.set_format("torch", columns=["label"], output_all_columns=True)
+    args = args_type(**{**args, "output_dir": str(folder)}, batch_sampler=batches(lengths),
+                     learning_rate_mapping={rf"^{prefix}\.": lr for prefix, lr in lrs.items()})
+    trainer = base(model=run.model, args=args, train_dataset=data, loss=run.loss, evaluator=evaluator,
+                   callbacks=[hooks, *([curves] if curves else [])])
+    trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
+    trainer.add_callback(hooks.bar())
+    run.trainer, run.hooks, run.curves, run.start_state, run.folder, run.tmp = trainer, hooks, curves, start_state, \
+        folder, tmp
+    last = resume.latest(folder) if kept is not None else None
+    if last is not None:
+        run.resume_from, (run.curve, best) = last, hooks.read(last)
+        run.best = load_file(str(best)) if best is not None else None
+        if curves is not None:
+            curves.replay = True
 
 
 class Hooks(TrainerCallback):
@@ -207,14 +278,14 @@ class Hooks(TrainerCallback):
             else:
                 save_file(_tensors(best), str(out / BEST))
             self._best_written = (out / BEST, id(best))
-        (out / CURVE).write_text(json.dumps(self.run.curve))  # last: it marks the checkpoint complete
+        (out / resume.CURVE).write_text(json.dumps(self.run.curve))  # last: it marks the checkpoint complete
         return control
 
     @staticmethod
     def read(checkpoint: Path) -> tuple[list[dict], Path | None]:
         """A checkpoint's dev curve and its best weights' file (None: the start was the best)."""
         best = checkpoint / BEST
-        return json.loads((checkpoint / CURVE).read_text()), best if best.is_file() else None
+        return json.loads((checkpoint / resume.CURVE).read_text()), best if best.is_file() else None
 
     @staticmethod
     def bar():

@@ -11,27 +11,24 @@ the loss's own weights (a DSE head) in each checkpoint; curves to the stage's DV
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from safetensors.torch import load_file
 
-from pldistill import distributed, resume
+from pldistill import distributed
 from pldistill.batching import Columns
 from pldistill.config import ConfigError, EvaluateParams, StepParams
 from pldistill.device import bf16_auto
 from pldistill.io import write_csv_rows
 from pldistill.metrics import dev_spearman
-from pldistill.trainer_parts import Hooks, arguments, batches, dev_evaluator, load_trainable, trainable, trainer_class
+from pldistill.trainer_parts import at_length, build, load_trainable, trainable
 
 
 def eval_steps(per_epoch: int, params: StepParams) -> set[int]:
@@ -114,9 +111,6 @@ def write_curves(curve: Path | str, curves: list[tuple[str, list[dict], int]]) -
     write_csv_rows(curve, ["step", "epoch", "dev_spearman", *(["member"] if len(curves) > 1 else [])], rows)
 
 
-COLUMNS = {1: ("sentence",), 2: ("sentence1", "sentence2")}  # the dataset's text columns, by how many there are
-
-
 class Run:
     """A training run started on the library's Trainer, trained when it advances or finishes: the loss's model (and
     any weights the loss holds, a DSE head) by ``loss`` on ``texts`` (its text columns) and ``target`` (a row each:
@@ -141,7 +135,6 @@ class Run:
         self.per_epoch = math.ceil(math.ceil(micro / self.world) / params.accumulate)
         self.total = self.per_epoch * params.epochs
         self.eval_at = eval_steps(self.per_epoch, params)
-        self.start_state = {k: v.detach().clone() for k, v in trainable(loss).items()}
         t0 = time.perf_counter()
         self.dev0 = float(distributed.on_main(dev_score))  # the start is a checkpoint too
         self.curve = [{"step": 0, "epoch": 0.0, "loss": None, "dev": self.dev0}]
@@ -149,41 +142,12 @@ class Run:
         self.stopped: str | None = None
         self.pause_at: int | None = None
         self.resume_from: Path | None = None
-        y = np.asarray(target, dtype=np.float32)
-        key = resume.fingerprint({
-            "params": params.model_dump(mode="json", exclude=resume.SCHEDULE), "desc": desc, "y": torch.from_numpy(y),
-            "texts": ["\0".join(column) for column in texts], "weights": self.start_state, "seed": seed,
-            "dev0": self.dev0, "amp": self.amp, "world": self.world, "lrs": lr_by_prefix or {}, "lengths": lengths})
-        kept = resume.folder(key)
-        self._tmp = None if kept is not None else tempfile.TemporaryDirectory(prefix="pldistill-run-")
-        self.folder, self.persistent = Path(kept or self._tmp.name), kept is not None
-        self.trainer = self._trainer(texts, y, seed, lr_by_prefix or {}, lengths)
+        build(self, texts, np.asarray(target, dtype=np.float32), seed, lr_by_prefix or {}, lengths)  # the Trainer
+        self.persistent = self.tmp is None
         self.seconds = time.perf_counter() - t0
-        if self.persistent and (last := resume.latest(self.folder)) is not None:
-            self._resumed(last)
-
-    def _trainer(self, texts: Columns, y: np.ndarray, seed: int, lrs: dict[str, float], lengths: list[int] | None):
-        from datasets import Dataset
-        from transformers.trainer_callback import ProgressCallback
-
-        names = COLUMNS.get(len(texts), tuple(f"text{i}" for i in range(len(texts))))
-        label = y.tolist() if y.ndim == 1 else list(y)
-        data = Dataset.from_dict({**{n: list(c) for n, c in zip(names, texts)}, "label": label})
-        if y.ndim > 1:  # a row of numbers a label (an embedding; DSE's [logit, gold]): the collator stacks tensors
-            data.set_format("torch", columns=["label"], output_all_columns=True)
-        base, args_type = trainer_class(self.model)
-        args = arguments(self.params, self.folder, seed, self.amp, self.per_device, torch.cuda.is_available(),
-                         self.world)
-        args = args_type(**args, learning_rate_mapping={rf"^{prefix}\.": lr for prefix, lr in lrs.items()},
-                         batch_sampler=batches(lengths))
-        self.hooks = Hooks(self)
-        self.curves = self.hooks.curves()
-        trainer = base(model=self.model, args=args, train_dataset=data, loss=self.loss,
-                       evaluator=dev_evaluator(self.loss, self.dev_score),
-                       callbacks=[self.hooks, *([self.curves] if self.curves else [])])
-        trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
-        trainer.add_callback(self.hooks.bar())
-        return trainer
+        if self.resume_from is not None and distributed.is_main():
+            print(f"{desc}: resumes from the checkpoint at step {self.resume_from.name.rsplit('-', 1)[1]} of "
+                  f"{self.total} ({self.resume_from})", file=sys.stderr)
 
     # -- what the hooks report (pldistill.trainer_parts.Hooks) -----------------------------------------------------
     def evaluated(self, step: int, epoch: float, dev: float) -> bool:
@@ -213,24 +177,12 @@ class Run:
         due = step >= self.total or (step in self.eval_at if every is None else step % every == 0)
         return due and distributed.on_main(lambda: time.perf_counter() - last_save >= self.params.checkpoint_seconds)
 
-    def _resumed(self, checkpoint: Path) -> None:
-        """Pick up a killed run's checkpoint: its curve and its best weights; the Trainer restores the rest."""
-        self.resume_from = checkpoint
-        if self.curves is not None:
-            self.curves.replay = True
-        self.curve, best = self.hooks.read(checkpoint)
-        self.best = load_file(str(best)) if best is not None else None
-        step = int(checkpoint.name.rsplit("-", 1)[1])
-        if distributed.is_main():
-            print(f"{self.desc}: resumes from the checkpoint at step {step} of {self.total} ({checkpoint})",
-                  file=sys.stderr)
-
     def _train(self) -> None:
         t0 = time.perf_counter()
         done = self.resume_from is not None and int(self.resume_from.name.rsplit("-", 1)[1]) >= (
             self.pause_at or self.total)
         if not done and not self.stopped:
-            with at_length_of(self.loss, self.params.max_length):
+            with at_length(self.loss.model, self.params.max_length):
                 self.trainer.train(resume_from_checkpoint=str(self.resume_from) if self.resume_from else None)
             step = self.trainer.state.global_step
             self.resume_from = self.folder / f"checkpoint-{step}" if step == self.pause_at else None
@@ -261,44 +213,15 @@ class Run:
     def close(self) -> None:
         """Drop the Trainer (its optimizer's memory) and a temporary folder."""
         self.trainer = None
-        self.best = None if self.params.select == "dev" and self._tmp is None else self.best
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        self.best = None if self.params.select == "dev" and self.tmp is None else self.best
+        if self.tmp is not None:
+            self.tmp.cleanup()
+            self.tmp = None
 
     @property
     def module(self) -> torch.nn.Module:
         """What trains: the loss, holding the model (and any weights of its own)."""
         return self.loss
-
-
-@contextlib.contextmanager
-def at_length(model, max_length: int) -> Iterator[None]:
-    """Truncate inputs at ``max_length`` inside the block (e.g. train short, score at full length)."""
-    before = model.max_length
-    model.max_length = max_length
-    try:
-        yield
-    finally:
-        model.max_length = before
-
-
-@contextlib.contextmanager
-def at_length_of(loss: torch.nn.Module, max_length: int):
-    """The loss's model truncating its inputs at ``max_length`` inside the block (training short, e.g. 32 tokens),
-    whatever length dev reads (the dev scorer sets its own)."""
-    model = getattr(loss.model, "module", loss.model)
-    attr = "max_seq_length" if hasattr(model, "max_seq_length") else "max_length"
-    before = getattr(model, attr)
-    try:
-        setattr(model, attr, max_length)
-    except AttributeError:  # a static model reads every token: no length to set
-        yield
-        return
-    try:
-        yield
-    finally:
-        setattr(model, attr, before)
 
 
 def start(
@@ -311,15 +234,8 @@ def start(
     for pairs) and ``target``, selected on ``dev`` Spearman; nothing trains until the run advances or finishes.
     ``generator``: where the Trainer's seed is drawn from (batch order, dropout). ``lengths``: tokens per row, for
     batches of similar length."""
-    full = model.max_length
-    score = dev_spearman(model, dev, eval_params)
-
-    def dev_score() -> float:
-        with at_length(model, full):
-            return score()
-
     seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
-    return Run(loss, texts, target, dev_score, params, seed, desc, lr_by_prefix, lengths)
+    return Run(loss, texts, target, dev_spearman(model, dev, eval_params), params, seed, desc, lr_by_prefix, lengths)
 
 
 def train(

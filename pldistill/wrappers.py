@@ -190,8 +190,8 @@ def train_model(
         model = loaded()
         lengths = pair_lengths(model, s1, s2) if grouped(model, params) else None
         name = desc if params.seeds == 1 else f"{desc}, seed {s}"
-        return model, start(model, pair_loss(model, params.loss), (s1, s2), target, dev, params, eval_params, gen,
-                            name, lengths=lengths)
+        loss = pair_loss(model, params.loss)
+        return model, start(model, loss, (s1, s2), target, dev, params, eval_params, gen, name, lengths=lengths)
 
     seeds = seeds_of(params, seed)
     model, res = soup(started, seeds) if params.soup else seed_optimised(started, seeds, params.seed_stop)

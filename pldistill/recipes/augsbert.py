@@ -16,7 +16,7 @@ from pldistill.datasets import gold_dir
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
 from pldistill.recipes import rounds
-from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, pruned, student_start
+from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
 from pldistill.store import Store
 from pldistill.teachers import Teacher
 from pldistill.training import FitResult
@@ -33,7 +33,8 @@ class AugSBERT(Recipe):
         if adapting:  # the target's gold scores are never learned
             gold = gold.iloc[:0]
         scored = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("dev", "test")}
-        select_on = schemas.read(gold_dir(params, dirs.clean) / "dev.parquet", schemas.PAIRS)
+        select_file = gold_dir(params, dirs.clean) / "dev.parquet"
+        select_on = schemas.read(select_file, schemas.PAIRS)
         labelled = schemas.read(dirs.silver / schemas.SILVER_FILE, schemas.PSEUDO)
         s1 = [*gold["sentence1"], *labelled["sentence1"]]
         s2 = [*gold["sentence2"], *labelled["sentence2"]]
@@ -49,7 +50,7 @@ class AugSBERT(Recipe):
             return model, res
 
         if params.cycles > 1:
-            return self._cycles(params, dirs, gold, labelled, select_on, scored, first, start_from)
+            return self._cycles(params, dirs, gold, labelled, select_file, select_on, scored, first, start_from)
         student, res = first()
         if not distributed.is_main():  # its share of the training done; rank 0 writes
             return {}
@@ -65,10 +66,17 @@ class AugSBERT(Recipe):
         # what the student learned in its one cycle: the silver labels
         end_distill(dirs, student, card, res, teacher,
                     lambda tmp: schemas.write(tmp / schemas.pseudo_file(1), labelled, schemas.PSEUDO), cycles)
-        return {"recipe": self.name, "cycle": 1, **({"adapt": params.adapt.data.name} if params.adapt.data else {}),
-                "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary(),
-                **({"token_weights": learned["token_weights"]} if learned["token_weights"] else {}),
-                **({"pruned": pruned(sp)} if sp.layers is not None else {})}
+        return self._report(params, {"cycle": 1}, len(gold), len(labelled), res.summary(),
+                            {"token_weights": learned["token_weights"]} if learned["token_weights"] else {})
+
+    def _report(self, params: Params, cycles: dict, gold: int, silver: int, fit: dict, facts: dict) -> dict:
+        """The stage's report: the pairs learned, the fit (``facts``: the recipe's own), a pruned student's layers.
+        A pruned student's speed is stage evaluate's to measure, against its whole start in the same run, where the
+        gold-only baseline and the teacher are timed too (eval.json ``speed``)."""
+        layers = params.student.layers
+        return {"recipe": self.name, **cycles, **({"adapt": params.adapt.data.name} if params.adapt.data else {}),
+                "gold_pairs": gold, "silver_pairs": silver, **fit, **facts,
+                **({"pruned": {"layers": list(layers)}} if layers is not None else {})}
 
     def _card(self, params: Params, teacher: Teacher, gold: int, silver: int, start_from: TrainParams, fit: dict,
               cycles: str | None = None) -> str:
@@ -86,14 +94,14 @@ class AugSBERT(Recipe):
             if adapting else "A bi-encoder trained on gold pairs and on new pairs its teacher labelled.")
 
     def _cycles(self, params: Params, dirs: DistillDirs, gold: pd.DataFrame, labelled: pd.DataFrame,
-                select_on: pd.DataFrame, scored: dict[str, pd.DataFrame],
+                select_file: Path, select_on: pd.DataFrame, scored: dict[str, pd.DataFrame],
                 first: Callable[[], tuple[BiEncoder, FitResult]], start_from: TrainParams) -> dict:
         """cycles > 1: the steps of pldistill.recipes.rounds, stored and resumable."""
         sp, ep = params.student, params.evaluate
         splits = {s: schemas.read(dirs.clean / f"{s}.parquet", schemas.PAIRS) for s in ("train", "dev", "test")}
         taken = pd.concat(list(splits.values()), ignore_index=True)[["sentence1", "sentence2"]]
         files = [dirs.clean / f"{s}.parquet" for s in ("train", "dev", "test")] + [
-            dirs.silver / schemas.SILVER_FILE, gold_dir(params, dirs.clean) / "dev.parquet"]
+            dirs.silver / schemas.SILVER_FILE, select_file]
         models = [dirs.teacher, *([Path(start_from.model)] if start_from is not sp else [])]
         store = Store()
         store.sweep()  # temp dirs of killed runs
@@ -108,11 +116,7 @@ class AugSBERT(Recipe):
         card = self._card(params, teacher, len(gold), silver, start_from, chosen.meta["fit"], cycles)
         facts = rounds.finish(steps, dirs, teacher, split_scores(start, scored, ep), split_scores(teacher, scored, ep),
                               labelled, card)
-        return {"recipe": self.name, "cycles": params.cycles, **({"adapt": params.adapt.data.name}
-                                                                 if params.adapt.data else {}),
-                "gold_pairs": len(gold), "silver_pairs": silver,
-                **chosen.meta["fit"], **facts,
-                **({"pruned": pruned(sp)} if sp.layers is not None else {})}
+        return self._report(params, {"cycles": params.cycles}, len(gold), silver, chosen.meta["fit"], facts)
 
 
 RECIPE = AugSBERT()

@@ -147,10 +147,3 @@ def end_distill(dirs: DistillDirs, student: PairModel, card: str, res: FitResult
         learned(tmp)
     write_csv_rows(dirs.cycles_plot, CYCLE_COLUMNS, cycles())
     res.write_curve(dirs.curve)
-
-
-def pruned(sp: TrainParams) -> dict:
-    """A pruned student's report entry: the layers it kept. Its speed is stage evaluate's to measure, against its
-    whole start in the same run, where the gold-only baseline and the teacher are timed too (eval.json ``speed``);
-    it was timed here too, on dev, until that made it a second figure for the same thing (5 s of the demo's run)."""
-    return {"layers": list(sp.layers)}

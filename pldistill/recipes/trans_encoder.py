@@ -102,8 +102,8 @@ class TransEncoder(Engine):
 
     def _fit(self, model: BiEncoder | CrossModel, loss, s1: list[str], s2: list[str], y: np.ndarray,
              step: StepParams, desc: str) -> FitResult:
-        """Train at ``step.max_length``; score dev at the model's full length, as evaluation will. ``loss`` is
-        the model's own (cosine MSE, soft BCE), so its inputs are tokenised ahead."""
+        """Train at ``step.max_length``; score dev at the model's full length, as evaluation will. ``loss``: the
+        model's own (cosine MSE, soft BCE)."""
         _, gen = seed_all(int(digest({"seed": self.p.seed, "fit": desc})[:8], 16))
         return train(model, loss, (s1, s2), y, self.dev, step, self.p.evaluate, gen, desc)
 
