@@ -222,8 +222,8 @@ def build(run, texts: Columns, y: np.ndarray, seed: int, lrs: dict[str, float], 
                    callbacks=[hooks, *([curves] if curves else [])])
     trainer.remove_callback(ProgressCallback)  # it prints every step's log line to stdout
     trainer.add_callback(hooks.bar())
-    run.trainer, run.hooks, run.curves, run.start_state, run.folder, run.tmp = trainer, hooks, curves, start_state, \
-        folder, tmp
+    run.trainer, run.hooks, run.curves = trainer, hooks, curves
+    run.start_state, run.folder, run.tmp = start_state, folder, tmp
     last = resume.latest(folder) if kept is not None else None
     if last is not None:
         run.resume_from, (run.curve, best) = last, hooks.read(last)
