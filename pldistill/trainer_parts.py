@@ -34,14 +34,13 @@ MODULE = "module.safetensors"  # in a checkpoint: all the loss trains (the model
 BEST = "best.safetensors"  # in a checkpoint: the best-on-dev weights so far (resume.CURVE: the curve, written last)
 
 
-def arguments(params: StepParams, out: Path | None, seed: int, amp: str, per_device: int, cuda: bool,
-              world: int = 1) -> dict:
+def arguments(params: StepParams, out: Path, seed: int, amp: str, per_device: int, cuda: bool, world: int = 1) -> dict:
     """The Trainer's arguments for a training section's params: the same schedule (linear warm-up and decay),
     kernel, precision, batch and clipping. The Trainer's own evaluation and saving never fire: ``Hooks`` decides.
     ``world``: processes (DDP over nccl on GPUs, gloo on CPUs, in the group pldistill.distributed joined)."""
     never = 10**9
     return dict(
-        output_dir=None if out is None else str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
+        output_dir=str(out), num_train_epochs=params.epochs, seed=seed, data_seed=seed,
         per_device_train_batch_size=per_device, gradient_accumulation_steps=params.accumulate,
         learning_rate=params.lr, warmup_steps=params.warmup,  # under 1: a ratio of the steps (transformers 5)
         weight_decay=params.weight_decay, max_grad_norm=1.0, lr_scheduler_type="linear", optim=OPTIM[params.optimizer],
@@ -199,7 +198,6 @@ def build(run, texts: Columns, y: np.ndarray, seed: int, lrs: dict[str, float], 
     from transformers.trainer_callback import ProgressCallback
 
     base, args_type = trainer_class(run.model)
-    args = arguments(run.params, None, seed, run.amp, run.per_device, torch.cuda.is_available(), run.world)
     hooks = Hooks(run)
     curves = hooks.curves()
     evaluator = dev_evaluator(run.loss, run.dev_score)
@@ -216,7 +214,8 @@ def build(run, texts: Columns, y: np.ndarray, seed: int, lrs: dict[str, float], 
                               "label": y.tolist() if y.ndim == 1 else list(y)})
     if y.ndim > 1:  # a row of numbers a label (an embedding; DSE's [logit, gold]): the collator stacks tensors
         data.set_format("torch", columns=["label"], output_all_columns=True)
-    args = args_type(**{**args, "output_dir": str(folder)}, batch_sampler=batches(lengths),
+    args = arguments(run.params, folder, seed, run.amp, run.per_device, torch.cuda.is_available(), run.world)
+    args = args_type(**args, batch_sampler=batches(lengths),
                      learning_rate_mapping={rf"^{prefix}\.": lr for prefix, lr in lrs.items()})
     trainer = base(model=run.model, args=args, train_dataset=data, loss=run.loss, evaluator=evaluator,
                    callbacks=[hooks, *([curves] if curves else [])])
