@@ -4,7 +4,7 @@ training), same pairs, same machine, in one run.
     python benchmarks/train_throughput.py --stsb data/downloads/Stsbenchmark.tar.gz --before d8ae094
 
 Both sides train the same thing through the project's one way in (``pldistill.training.start`` with
-``pldistill.losses.pair_loss``): the bundled all-MiniLM-L6-v2 as a bi-encoder, the first ``--pairs`` STS-B training
+``pair_loss``): the bundled all-MiniLM-L6-v2 as a bi-encoder, the first ``--pairs`` STS-B training
 pairs (scores in [0, 1]), cosine MSE, 1 epoch, batch 16, lr 2e-5, length 128, random batches, one dev evaluation
 (24 dev pairs) at the end, seed 42. ``--before`` is checked out into a temporary git worktree; each side runs in a
 process of its own from its checkout, with this environment's packages; the sides alternate ``--repeats`` times, so
@@ -32,7 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SIDE = r"""
 import json, sys, time
 import pandas as pd, torch
-from pldistill.losses import pair_loss
+try:  # its module since the layout change; before it, the losses package
+    from pldistill.losses.pair import pair_loss
+except ImportError:
+    from pldistill.losses import pair_loss
 from pldistill.models import BiEncoder
 from pldistill.training import start
 from pldistill.validate import parse_params

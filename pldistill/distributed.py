@@ -115,3 +115,25 @@ def shard_apply(fn: Callable[[pd.DataFrame], pd.DataFrame], frame: pd.DataFrame)
     return pd.concat(parts) if parts else fn(frame)  # no rows at all: as one process would
 
 
+
+
+class Ranks:
+    """The stage kind (pldistill.runtime's ``StageKind``) of a stage that runs on several processes and trains
+    nothing (stage label): rank 0 reports, every rank leaves the group at the end; no checkpoints, no curves."""
+
+    live = False  # no --live folder
+
+    def enter(self, stack: object, live: object) -> None:
+        return None
+
+    def is_main(self) -> bool:
+        return is_main()
+
+    def leave(self) -> None:
+        leave()
+
+    def kept(self) -> list:
+        return []
+
+
+RANKS = Ranks()

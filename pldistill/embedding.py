@@ -26,10 +26,10 @@ from pldistill.config import EmbedParams, EvaluateParams
 from pldistill.console import detail
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
+from pldistill.keys import weights_digest
 from pldistill.losses.embedding import EmbeddingLoss
 from pldistill.models import BiEncoder
 from pldistill.numeric import l2_normalise, principal_directions
-from pldistill.recipes.base import weights_digest
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
 from pldistill.training import FitResult, train

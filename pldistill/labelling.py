@@ -18,7 +18,9 @@ from tqdm.auto import tqdm
 from pldistill import diagnostics, distributed, schemas
 from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
+from pldistill.ensemble import embed_corpus
 from pldistill.io import scratch, write_csv_rows
+from pldistill.recipes.specs import SPECS
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 
@@ -167,3 +169,18 @@ def no_pairs(params: Params, clean: Path, silver_dir: Path, density: Path, reaso
     schemas.write(silver_dir / schemas.SILVER_FILE, pd.DataFrame(columns=schemas.PSEUDO.names), schemas.PSEUDO)
     return {"skipped": reason, "cycle": CYCLE, "strategy": params.sample.strategy, "candidates": 0,
             **_report(gold, np.empty(0), density), **(extra or {}), "label_seconds": 0.0, "label_pairs_per_s": None}
+
+
+def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
+    """Stage label, as the recipe's spec says (``labels``): the teacher labels the candidate pairs (``pairs``; with
+    ``pairs+gold`` its logits of the gold training pairs too, which a DSE student learns); ``distill``: no pairs
+    here (the recipe labels inside stage distill); ``embeddings``: the ensemble embeds the sentences the student
+    learns. Returns the report."""
+    spec = SPECS[params.recipe]
+    if spec.labels == "distill":
+        return no_pairs(params, clean, silver_dir, density, f"recipe {spec.name} labels inside stage distill")
+    if spec.labels == "embeddings":
+        embedded = {"ensemble": embed_corpus(params, clean, teacher, silver_dir)}
+        return no_pairs(params, clean, silver_dir, density, f"recipe {spec.name} labels sentences with embeddings "
+                        f"(data/silver/{schemas.ENSEMBLE_FILE})", embedded)
+    return label_candidates(params, clean, pairs, teacher, silver_dir, density, spec.labels == "pairs+gold")

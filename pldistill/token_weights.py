@@ -15,7 +15,7 @@ import torch
 from torch.nn.utils import parametrize
 
 from pldistill.config import EvaluateParams, StaticParams, TrainParams
-from pldistill.losses import pair_loss
+from pldistill.losses.pair import pair_loss
 from pldistill.models import BiEncoder, is_static
 from pldistill.seeding import seed_all
 from pldistill.training import start

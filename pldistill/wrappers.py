@@ -27,7 +27,7 @@ import torch
 
 from pldistill import distributed
 from pldistill.config import EvaluateParams, TrainParams
-from pldistill.losses import pair_loss
+from pldistill.losses.pair import pair_loss
 from pldistill.metrics import dev_spearman
 from pldistill.models import LOADERS, BiEncoder, CrossModel, is_static
 from pldistill.seeding import seed_all

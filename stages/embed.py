@@ -17,7 +17,7 @@ from pldistill.device import peak_rss_mb
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
-from pldistill.recipes import registry
+from pldistill.recipes.specs import SPECS
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
@@ -32,10 +32,9 @@ def skipped(params: Params) -> str | None:
     """Why stage embed does nothing in this run, or None."""
     if params.embed.epochs == 0:
         return "embedding distillation is off (embed.epochs 0): the student starts from student.model"
-    recipe = registry.get(params.recipe)
-    if not recipe.embed_start:
-        starts = [name for name, r in registry.REGISTRY.items() if r.embed_start]
-        return (f"recipe {recipe.name} does not start its student from stage embed (its own distillation runs in "
+    if not SPECS[params.recipe].embed_start:
+        starts = [name for name, spec in SPECS.items() if spec.embed_start]
+        return (f"recipe {params.recipe} does not start its student from stage embed (its own distillation runs in "
                 f"stage distill); embedding distillation applies to {' and '.join(starts)}")
     if embed_teacher(params) is None and all(m.kind == "cross" for m in params.teacher.ensemble):
         return ("every teacher member is a cross-encoder, which scores pairs and embeds no sentence, so there are no "

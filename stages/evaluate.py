@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import cleaning, datasets, schemas, speed
+from pldistill import cleaning, datasets, schemas, scoring, speed
 from pldistill.bundled import resolve as resolve_spec
 from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.console import detail
@@ -27,14 +27,12 @@ from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard, order_free, paired_gain
 from pldistill.models import BiEncoder
-from pldistill.recipes import registry
-from pldistill.recipes.base import Recipe
 from pldistill.runtime import main
 from pldistill.served import Served, serve_copy
 from pldistill.validate import load_params
 
 
-def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
+def _blocks(kind: scoring.TeacherKind, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
             ep: EvaluateParams, shuffles: int, seed: int) -> tuple[dict, dict, Callable[[str], dict]]:
     """eval.json's blocks for one dataset's dev and test splits, every model's predictions, and how a block is made
     from them (a model's name in the predictions -> its block). ``shuffles`` > 0: baseline.order_free, the teacher's
@@ -62,7 +60,7 @@ def _blocks(recipe: Recipe, models: dict, splits: dict[str, pd.DataFrame], train
         return {**{s: classification(preds[name][s], df["score"], t) for s, df in splits.items()},
                 "threshold": round(t, 6)}
 
-    return {"bi": block("bi"), **recipe.teacher_blocks(models["cross"], block),
+    return {"bi": block("bi"), **kind.blocks(models["cross"], block),
             "baseline": {b: block(b) for b in baselines}}, preds, block
 
 
@@ -230,27 +228,27 @@ def evaluate(params: Params, clean: Path, bi: Path, cross: Path, teacher: Path, 
     train = schemas.read(clean / "train.parquet", schemas.PAIRS)
     datasets.check_splits(splits, str(clean), datasets.MEASURABLE)  # no metric from a split that has none
     extra = {x.name: _extra_set(x, params) for x in ep.extra}  # read first: a bad source fails fast
-    recipe = registry.get(params.recipe)
+    kind = scoring.teacher_kind(params)
     models = {
-        "bi": recipe.student(params, bi),
-        "cross": recipe.teacher_model(params, cross, teacher),
+        "bi": scoring.student(params, bi),
+        "cross": kind.load(params, cross, teacher),
         "gold": BiEncoder.load(str(gold), params.student.max_length),
         "start": BiEncoder.load(params.student.model, params.student.max_length, params.student.trust_remote_code,
                                 params.student.layers),
     }
-    models.update(recipe.teacher_parts(models["cross"]))  # an ensemble's members, each scored on its own too
+    models.update(kind.parts(models["cross"]))  # an ensemble's members, each scored on its own too
     for model in models.values():
         model.use_backend(ep.backend)
     task = datasets.task_of(params.data, train)
     shuffles = ep.order_free if params.student.kind == "static" else 0  # what word order is worth to the teacher
-    result, preds, block = _blocks(recipe, models, splits, train, task, ep, shuffles, params.seed)
+    result, preds, block = _blocks(kind, models, splits, train, task, ep, shuffles, params.seed)
     exported, served = _exports(params, export, preds, splits, task, block)
     if exported:
         result["export"] = exported
     if ep.gain_rounds:
         result["gain"] = _gains(preds, splits, task, ep.gain_rounds, params.seed)
     if extra:
-        result["extra"] = {name: _blocks(recipe, models, x_splits, x_train, task, ep, shuffles, params.seed)[0]
+        result["extra"] = {name: _blocks(kind, models, x_splits, x_train, task, ep, shuffles, params.seed)[0]
                            for name, (x_splits, x_train, task) in extra.items()}
     result["overlap"] = datasets.overlap({"train": train, **splits})  # 0 and 0 for a table we split
     timing = _speeds(params, reference, models, served, result, splits["test"], speed_plots)

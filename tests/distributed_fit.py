@@ -29,7 +29,7 @@ def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     """The tiny BERT at ``model_dir`` learning ROWS toy pairs by cosine MSE, 2 epochs, dev scored at each
     evaluation; its final weights and what this rank saw (dev scores it computed itself, the curve, the step it
     resumed at)."""
-    from pldistill.losses import CosineMSELoss
+    from pldistill.losses.cosine_mse import CosineMSELoss
     from pldistill.metrics import dev_spearman
     from pldistill.models import BiEncoder
     from pldistill.training import Run

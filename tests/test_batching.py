@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from pldistill.batching import by_length
-from pldistill.losses import CosineMSELoss
+from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.validate import parse_params
 
 

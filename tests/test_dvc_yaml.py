@@ -60,6 +60,25 @@ def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
     assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))
 
 
+# the training side: the engine and its extensions, the losses, and the recipes' training (their params and specs
+# are plain data)
+TRAINING = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/wrappers.py", "pldistill/resume.py",
+            "pldistill/tracking.py", "pldistill/stage_training.py", "pldistill/token_weights.py",
+            *(f"pldistill/losses/{f.name}" for f in (ROOT / "pldistill/losses").glob("*.py")),
+            *(f"pldistill/recipes/{f.name}" for f in (ROOT / "pldistill/recipes").glob("*.py")
+              if not f.name.endswith("_params.py") and f.name not in {"__init__.py", "spec.py", "specs.py"})}
+
+
+@pytest.mark.parametrize("stage", ["label", "export", "evaluate"])
+def test_the_scoring_stages_import_no_training_code(stage):
+    """Stages that only load models and score (label, export, evaluate) reach their recipe through its spec
+    (pldistill.scoring, pldistill.labelling.label), never through a recipe's code: an edit to training leaves them
+    cached. Evaluate, which loads every kind of student and teacher, stays within 50 modules (76 before)."""
+    deps = {d for d in STAGES[stage]["deps"] if d.endswith(".py")}
+    assert not TRAINING & deps, sorted(TRAINING & deps)
+    assert len(deps) <= 50, len(deps)
+
+
 def test_the_data_stages_depend_on_few_modules():
     """check and download read params and tables: configuration, the reader and the stage plumbing, no model
     (before issue 35: 29 and 30 files, 5,556 and 5,670 lines). check validates every recipe's section and rules, so

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
-from pldistill import schemas
+from pldistill import ensemble, schemas
 from pldistill.config import ConfigError
 from pldistill.losses.ensemble import EnsembleDistillLoss
 from pldistill.losses.info_nce import SimCSELoss
 from pldistill.models import BiEncoder, ModelError
-from pldistill.recipes import rtt_ensemble as ensemble
+from pldistill.recipes import rtt_ensemble
 from pldistill.validate import parse_params
 
 
@@ -142,7 +142,7 @@ def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
     empty = pd.DataFrame(columns=schemas.PARAPHRASES.names)
     clean = _clean_dir(tmp_path, empty)
     p = parse_params({"seed": 10, "recipe": "rtt-ensemble", "ensemble": {"k": 3}})
-    sets = ensemble.positive_sets(p, clean)
+    sets = rtt_ensemble.positive_sets(p, clean)
     assert [(s.name, s.seed, s.language) for s in sets] == [("sub-01", 11, None), ("sub-02", 12, None),
                                                              ("sub-03", 13, None)]
     assert sets[0].sentences == sets[0].positives == ["a b c d", "e f g h", "i j k l"]  # distinct, in order
@@ -150,18 +150,18 @@ def test_positive_sets_dropout_seeds_and_rtt_languages(tmp_path):
     rtt = parse_params({"recipe": "rtt-ensemble", "ensemble": {"positives": "rtt"},
                         "augment": {"rtt": {"backend": "table", "table": "t.tsv"}}})
     with pytest.raises(schemas.SchemaError, match="no paraphrases"):
-        ensemble.positive_sets(rtt, clean)
+        rtt_ensemble.positive_sets(rtt, clean)
     para = pd.DataFrame({"sentence": ["a b c d", "e f g h", "a b c d"], "paraphrase": ["a b c", "f e g h", "a c d"],
                          "language": ["fr", "fr", "de"]})
     clean = _clean_dir(tmp_path, para)
-    sets = ensemble.positive_sets(rtt, clean)
+    sets = rtt_ensemble.positive_sets(rtt, clean)
     assert [(s.name, s.language, s.sentences, s.positives) for s in sets] == [
         ("sub-01", "de", ["a b c d"], ["a c d"]), ("sub-02", "fr", ["a b c d", "e f g h"], ["a b c", "f e g h"])]
     assert ensemble.corpus(clean) == ["a b c d", "e f g h"]  # the RTT corpus, not the pairs
     schemas.write(clean / "dev.parquet", pd.DataFrame({"sentence1": ["A B C D"], "sentence2": ["z z z z"],
                                                        "score": [0.5]}), schemas.PAIRS)
     assert ensemble.corpus(clean) == ["e f g h"]  # a dev sentence (in another case) is never learned
-    sets = ensemble.positive_sets(rtt, clean)
+    sets = rtt_ensemble.positive_sets(rtt, clean)
     assert [(s.language, s.sentences) for s in sets] == [("fr", ["e f g h"])]
 
 
@@ -179,10 +179,10 @@ def test_rtt_sub_models_learn_paraphrases_one_per_language_and_repeat_exactly(ti
     p = parse_params({"recipe": "rtt-ensemble", "teacher": model, "evaluate": {"bf16": False},
                       "augment": {"rtt": {"backend": "table", "table": "t.tsv"}},
                       "ensemble": {"positives": "rtt", "k": 9, "sub": {"batch_size": 4, "lr": 1e-3}}})
-    a = ensemble.train_members(p, clean, tmp_path / "a")
+    a = rtt_ensemble.train_members(p, clean, tmp_path / "a")
     assert [(m["name"], m["language"], m["sentences"], m["steps"]) for m in a["members"]] == [
         ("sub-01", "de", 12, 3), ("sub-02", "fr", 12, 3)]  # k is for dropout; rtt: one per language
-    ensemble.train_members(p, clean, tmp_path / "b")
+    rtt_ensemble.train_members(p, clean, tmp_path / "b")
     for name in ("sub-01", "sub-02"):
         f = f"{name}/model.safetensors"
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()  # same seed, same bytes
@@ -190,8 +190,8 @@ def test_rtt_sub_models_learn_paraphrases_one_per_language_and_repeat_exactly(ti
 
 
 def test_collapse_is_reported_when_no_member_moved():
-    assert ensemble.collapse_warning([{"best_step": 0}, {"best_step": 0}], "m").startswith("no sub-model beat")
-    assert ensemble.collapse_warning([{"best_step": 0}, {"best_step": 4}], "m") is None
+    assert rtt_ensemble.collapse_warning([{"best_step": 0}, {"best_step": 0}], "m").startswith("no sub-model beat")
+    assert rtt_ensemble.collapse_warning([{"best_step": 0}, {"best_step": 4}], "m") is None
 
 
 def test_read_embeddings_refuses_ragged_rows(tmp_path):
@@ -211,7 +211,7 @@ def test_read_embeddings_refuses_ragged_rows(tmp_path):
 def test_student_of_another_width_is_refused(tiny_model_dir, tmp_path):
     student = BiEncoder.load(str(tiny_model_dir), 32)
     with pytest.raises(ModelError, match="ensemble embeds in 384 dimensions, the student .* in 32"):
-        ensemble.check_dims(student, 384, tmp_path / "ensemble.parquet")
+        rtt_ensemble.check_dims(student, 384, tmp_path / "ensemble.parquet")
 
 
 def test_config_refuses_rtt_positives_without_translations_and_extra_cycles():

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from pldistill.dse import DSE
-from pldistill.losses import pair_loss
+from pldistill.ensemble import MEMBERS_FILE, Ensemble
 from pldistill.losses.dse import DSELoss
+from pldistill.losses.pair import pair_loss
 from pldistill.metrics import dev_spearman
 from pldistill.models import BiEncoder, CrossModel, PairModel
-from pldistill.recipes.rtt_ensemble import MEMBERS_FILE, Ensemble
 from pldistill.teachers import Calibration, Member, Teacher
 from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs

@@ -31,9 +31,14 @@ def test_config_takes_its_recipe_names_from_the_registry():
 
 @pytest.mark.parametrize("stage", sorted(p.name for p in (ROOT / "stages").glob("*.py") if p.name != "__init__.py"))
 def test_stage_modules_do_not_branch_on_the_recipe(stage):
+    """A stage asks the registry for the recipe's training (teacher, distill) or its spec for a kind (label,
+    evaluate, embed: pldistill.recipes.spec); it never compares the recipe's name."""
     code = (ROOT / "stages" / stage).read_text()
     uses = [line for line in code.splitlines() if re.search(r"\.recipe\b", line)]
-    assert all("registry.get(params.recipe)" in u for u in uses), uses
+    asked = ("registry.get(params.recipe)", "SPECS[params.recipe]", "{params.recipe}")
+    assert all(any(a in u for a in asked) for u in uses), uses
+    names = "|".join(re.escape(r) for r in recipes.RECIPES)
+    assert not re.search(rf"\.recipe\s*(==|!=|in\s)|\b(if|elif)\b[^\n]*\"({names})\"", code)
     assert "dse_head" not in code and "HEAD_DIR" not in code  # no sniffing a model folder for its recipe
 
 

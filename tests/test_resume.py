@@ -11,7 +11,7 @@ import torch
 
 from pldistill import resume
 from pldistill.config import ConfigError
-from pldistill.losses import CosineMSELoss
+from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.models import BiEncoder
 from pldistill.training import Run
 from pldistill.validate import parse_params

@@ -228,14 +228,14 @@ def test_rtt_ensemble_chain_distils_sub_models_into_one_student(chains):
     curve = pd.read_csv(root / "metrics/teacher-dev.csv")
     assert list(curve["member"].unique()) == ["sub-01", "sub-02"] and (curve["step"].diff().iloc[1:] > 0).all()
 
-    from pldistill.recipes.rtt_ensemble import Ensemble, read_embeddings
+    from pldistill.ensemble import Ensemble, read_embeddings
     sentences, emb = read_embeddings(root / "data/silver/ensemble.parquet")
     train = schemas.read(root / "data/clean/train.parquet", schemas.PAIRS)
     assert sentences == list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))  # no RTT corpus
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
     label_report = json.loads((root / "metrics/label.json").read_text())
     assert label_report["ensemble"]["members"] == ["sub-01", "sub-02"] and label_report["silver_pairs"] == 0
-    from pldistill.recipes.rtt_ensemble import member_weights
+    from pldistill.ensemble import member_weights
     expected = member_weights([m["best_dev"] for m in members], "softmax")
     assert label_report["ensemble"]["weights"] == pytest.approx(expected, abs=1e-6)
 

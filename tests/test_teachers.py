@@ -160,11 +160,12 @@ def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
 
 def test_candidates_are_scored_on_dev_the_best_labels_alone_and_a_missing_one_is_skipped(tiny_params, tmp_path,
                                                                                          monkeypatch, capsys):
-    from pldistill import console, teachers
+    from pldistill import console
+    from pldistill.recipes import members
 
     monkeypatch.setattr(console, "_HINTED", set())  # a hint given in an earlier test of this process
     mpnet = "bundled:all-mpnet-base-v2"
-    monkeypatch.setattr(teachers, "not_installed", lambda spec: "not here. What it adds: labels" if spec == mpnet
+    monkeypatch.setattr(members, "not_installed", lambda spec: "not here. What it adds: labels" if spec == mpnet
                         else None)
     params = with_teacher(tiny_params, kind="bi", finetune=False, calibrate="auto",
                           candidates=[{"finetune": True}, {"model": mpnet, "finetune": False}])

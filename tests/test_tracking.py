@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pldistill import tracking
-from pldistill.losses import CosineMSELoss
+from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.models import BiEncoder
 from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill.losses import CosineMSELoss, pair_loss
 from pldistill.losses.cosent import cosent
-from pldistill.losses.cosine_mse import cosine_mse
+from pldistill.losses.cosine_mse import CosineMSELoss, cosine_mse
+from pldistill.losses.pair import pair_loss
 from pldistill.metrics import correlation, dev_spearman, jaccard
 from pldistill.models import BiEncoder
 from pldistill.training import train as fit_at

@@ -1,31 +1,5 @@
 """Every loss of the project, one concept per file, each an ``nn.Module`` on sentence-transformers' contract exactly
 (pldistill.losses.base: ``loss(sentence_features, labels)``, the model it trains held as ``loss.model``): cosine
 MSE, CoSENT and soft BCE for pairs; DSE's head and logit term; the embedding step's MSE and cosine matrix;
-SimCSE's InfoNCE; the RTT ensemble's MAE + InfoNCE. ``pair_loss`` is the registry a training section's ``loss``
-key names."""
-
-from __future__ import annotations
-
-import torch
-
-from pldistill.losses.cosent import CoSENTLoss
-from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.losses.soft_bce import SoftBCELoss
-from pldistill.models import BiEncoder, CrossModel
-
-# params' ``loss`` -> the module
-BI_PAIR_LOSSES: dict[str, type[torch.nn.Module]] = {"cosine": CosineMSELoss, "cosent": CoSENTLoss}
-
-
-def pair_loss(model: object, loss: str = "cosine") -> torch.nn.Module:
-    """The loss ``model`` learns pairs by: a cross-encoder soft BCE; a bi-encoder its section's ``loss`` (cosine:
-    MSE of the cosine to the score; cosent: the order of the scores in the batch)."""
-    if isinstance(model, CrossModel):
-        return SoftBCELoss(model.model)
-    if isinstance(model, BiEncoder):
-        return BI_PAIR_LOSSES[loss](model.model)
-    raise TypeError(f"{type(model).__name__} has a loss of its own (a DSE student: pldistill.losses.dse.DSELoss), "
-                    f"not a pair loss")
-
-
-__all__ = ["BI_PAIR_LOSSES", "CoSENTLoss", "CosineMSELoss", "SoftBCELoss", "pair_loss"]
+SimCSE's InfoNCE; the RTT ensemble's MAE + InfoNCE. ``pair.pair_loss`` is the registry a training section's
+``loss`` key names. Nothing is imported here: a stage that trains by one loss depends on that loss alone."""

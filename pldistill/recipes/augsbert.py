@@ -25,7 +25,6 @@ from pldistill.wrappers import train_model
 
 class AugSBERT(Recipe):
     name = "augsbert"
-    embed_start = True
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         adapting = params.adapt.data

@@ -30,4 +30,4 @@ def rules(p: Any) -> None:
 
 
 SPEC = RecipeSpec("augsbert", cycles="where the student mines new pairs each cycle", static_student=True, adapts=True,
-                  student_loss=True, rules=rules)
+                  student_loss=True, embed_start=True, rules=rules)

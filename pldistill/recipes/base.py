@@ -1,47 +1,22 @@
-"""``Recipe``: what a method does at each stage. Its defaults are the supervised teacher's (Augmented
-SBERT and DSE share them): stage teacher fits and calibrates the teacher members on gold, stage label has
-the teacher label the candidate pairs, stage evaluate scores a bi-encoder student and the teacher.
-A recipe overrides what it does differently; ``distill`` is its own. Also the parts recipes share."""
+"""``Recipe``: what a method trains, in stages teacher and distill. Its teacher is by default the supervised one
+(Augmented SBERT and DSE share it): members fitted and calibrated on gold (pldistill.recipes.members). A recipe
+overrides what it does differently; ``distill`` is its own. Stages label and evaluate follow the recipe's spec
+instead (pldistill.labelling.label, pldistill.scoring). Also the parts recipes share."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import ClassVar
 
-import torch
-
-from pldistill import labelling, teachers
-from pldistill.bundled import resolve
 from pldistill.config import Params, TrainParams
-from pldistill.device import bf16_auto
-from pldistill.io import SKIPPED_NOTE, atomic_dir, sha256_file, write_card, write_csv_rows, write_note_dir
-from pldistill.models import BiEncoder, PairModel
-from pldistill.store import digest
+from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
+from pldistill.models import PairModel
+from pldistill.recipes import members
 from pldistill.teachers import Teacher
 from pldistill.training import FitResult
-
-
-def weights_digest(spec: str) -> str:
-    """What identifies a model in a stored step's key: the hashes of every file of a local (or bundled) directory;
-    for a hub id only its name (the hub may change a model behind a name; pin one by downloading it)."""
-    path = Path(resolve(spec))
-    if not path.is_dir():
-        return f"hub:{spec}"
-    return digest({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob("*")) if f.is_file()})
-
-
-def environment(packages: tuple[str, ...] = ()) -> dict:
-    """What else a stored step depends on: library versions (``packages`` beyond the usual), device, bf16's
-    decision (pldistill.device.bf16_auto)."""
-    names = ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy", *packages)
-    return {"versions": {p: version(p) for p in names},
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-            "bf16": bf16_auto()}
-
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
 
@@ -63,44 +38,18 @@ class DistillDirs:
 
 
 class Recipe:
-    """One method. Each stage calls the method of the same name (evaluate: ``student``, ``teacher_model``
-    and ``teacher_blocks``)."""
+    """One method's training side: stages teacher and distill call the method of the same name. What the scoring
+    stages do for it (label, evaluate) its spec says (pldistill.recipes.spec), so they import no recipe."""
 
     name: ClassVar[str]
-    gold_logits: ClassVar[bool] = False  # stage label also labels the gold training pairs (a DSE student learns them)
-    embed_start: ClassVar[bool] = False  # stage distill starts the student from stage embed's (models/embed)
 
     def teacher(self, params: Params, clean: Path, out: Path, curve: Path) -> dict:
         """Stage teacher: make the model(s) that label for the student; return the report."""
-        return teachers.build(params, clean, out, curve)
-
-    def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
-        """Stage label: the teacher's labels into ``silver_dir``; return the diagnostics."""
-        return labelling.label_candidates(params, clean, pairs, teacher, silver_dir, density, self.gold_logits)
+        return members.build(params, clean, out, curve)
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         """Stage distill: train the student(s); return the report."""
         raise NotImplementedError
-
-    def student(self, params: Params, bi: Path) -> BiEncoder:
-        """Stage evaluate: the trained student, ready to ``score`` pairs."""
-        return BiEncoder.load(str(bi), params.student.max_length)
-
-    def teacher_model(self, params: Params, cross: Path, teacher: Path) -> Teacher:
-        """Stage evaluate: the teacher, ready to ``score`` pairs."""
-        return Teacher.load(teacher, params.teacher.max_length)
-
-    def teacher_parts(self, teacher: Teacher) -> dict:
-        """Stage evaluate: the teacher's parts scored on their own too (an ensemble's members), by block name."""
-        return {f"member/{m.name}": m for m in teacher.members} if len(teacher.members) > 1 else {}
-
-    def teacher_blocks(self, teacher: Teacher, block: Callable[[str], dict]) -> dict:
-        """eval.json's teacher blocks: `cross` for one cross-encoder (as before teachers had kinds), else
-        `teacher` and, with several members, each member's under `members`."""
-        if teacher.single_cross:
-            return {"cross": block("cross")}
-        members = {name.removeprefix("member/"): block(name) for name in self.teacher_parts(teacher)}
-        return {"teacher": block("cross"), **({"members": members} if members else {})}
 
 
 def student_start(params: Params, embed: Path | None) -> TrainParams:

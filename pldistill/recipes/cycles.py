@@ -22,8 +22,9 @@ from pydantic import BaseModel
 
 from pldistill.config import Params
 from pldistill.io import write_csv_rows
+from pldistill.keys import environment, weights_digest
 from pldistill.models import PairModel
-from pldistill.recipes.base import CYCLE_COLUMNS, environment, weights_digest
+from pldistill.recipes.base import CYCLE_COLUMNS
 from pldistill.store import Steps, Store, fingerprint, portable
 from pldistill.training import FitResult
 

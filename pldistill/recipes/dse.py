@@ -40,8 +40,6 @@ def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, 
 
 class DSERecipe(Recipe):
     name = "dse"
-    embed_start = True
-    gold_logits = True
 
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         dp = params.dse
@@ -76,10 +74,6 @@ class DSERecipe(Recipe):
                     lambda: [cycle_row(1, split_scores(student, scored, ep), split_scores(teacher, scored, ep))])
         return {"recipe": self.name, "alpha": dp.alpha, "pooling": dp.pooling, "head_dim": student.head.dim,
                 "gold_pairs": len(gold), "silver_pairs": len(labelled), **res.summary()}
-
-    def student(self, params: Params, bi: Path) -> DSE:
-        """The DSE student scores pairs through its head, at its training length."""
-        return DSE.load(bi)
 
 
 RECIPE = DSERecipe()

@@ -24,4 +24,4 @@ class DSEParams(StepParams):
     _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
 
 
-SPEC = RecipeSpec("dse")
+SPEC = RecipeSpec("dse", student="dse", labels="pairs+gold", embed_start=True)

@@ -62,4 +62,4 @@ def rules(p: Any) -> None:
 
 SPEC = RecipeSpec("rtt-ensemble", not_distributed="InfoNCE's in-batch negatives would see only a rank's slice of "
                                                    "each batch",
-                  teacher_members=False, rules=rules)
+                  teacher_members=False, teacher="ensemble", labels="embeddings", rules=rules)

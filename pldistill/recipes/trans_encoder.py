@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, labelling, schemas
+from pldistill import cards, schemas
 from pldistill.cleaning import pair_keys
 from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
-from pldistill.losses import CosineMSELoss, SoftBCELoss
+from pldistill.losses.cosine_mse import CosineMSELoss
+from pldistill.losses.soft_bce import SoftBCELoss
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
@@ -288,22 +288,8 @@ class TransEncoderRecipe(Recipe):
         return skip_teacher(out, curve, "recipe trans-encoder trains its cross-encoders in stage distill, without "
                             "gold labels, from teacher.model (teacher.kind, finetune and calibrate are not used)")
 
-    def label(self, params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, density: Path) -> dict:
-        return labelling.no_pairs(params, clean, silver_dir, density,
-                                  "recipe trans-encoder labels inside stage distill")
-
     def distill(self, params: Params, dirs: DistillDirs) -> dict:
         return run(params, dirs)
-
-    def teacher_model(self, params: Params, cross: Path, teacher: Path) -> CrossModel:
-        """The cross-encoder the cycles selected."""
-        return CrossModel.load(str(cross), params.teacher.max_length)
-
-    def teacher_parts(self, teacher: CrossModel) -> dict:
-        return {}
-
-    def teacher_blocks(self, teacher: CrossModel, block: Callable[[str], dict]) -> dict:
-        return {"cross": block("cross")}
 
 
 RECIPE = TransEncoderRecipe()

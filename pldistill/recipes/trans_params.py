@@ -57,4 +57,4 @@ def rules(p: Any) -> None:
 SPEC = RecipeSpec("trans-encoder", cycles="where the bi- and cross-encoder label pairs for each other each cycle",
                   not_distributed="its cycles label and train inside stage distill, writing a store of finished "
                                   "steps as they go, which is not rank-aware",
-                  teacher_members=False, rules=rules)
+                  teacher_members=False, teacher="cross", labels="distill", rules=rules)
