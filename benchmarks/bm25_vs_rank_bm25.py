@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from pldistill import datasets
 from pldistill.bm25 import BM25Index, tokenize
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ def peak_mb() -> float:
 
 
 def params(batch_size: int):
-    from pldistill.validate import parse_params
+    from pldistill.params.config import parse_params
 
     return parse_params({"sample": {"strategy": "bm25"}, "teacher": {"max_length": 128},
                          "label": {"batch_size": batch_size, "bf16": False}})
@@ -49,8 +49,8 @@ def build(stsb: str, n: int, out: Path, seed: int) -> None:
 
     from pldistill import datasets, schemas
     from pldistill.models import CrossModel
+    from pldistill.params.config import parse_params
     from pldistill.teachers import Calibration, Member, Teacher
-    from pldistill.validate import parse_params
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
     schemas.write(out / "clean/train.parquet", loaded.splits["train"], schemas.PAIRS)

@@ -34,9 +34,9 @@ import torch
 from scipy.stats import spearmanr
 
 from pldistill import accel
-from pldistill.config import DataParams
 from pldistill.datasets import load
 from pldistill.models import BiEncoder, CrossModel, native_bf16
+from pldistill.params.data import DataParams
 
 FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 

@@ -26,12 +26,12 @@ import pandas as pd
 import yaml
 
 from pldistill import schemas
-from pldistill.config import DataParams
 from pldistill.datasets import load
 from pldistill.io import machine_path
 from pldistill.models import CrossModel
+from pldistill.params.config import parse_params
+from pldistill.params.data import DataParams
 from pldistill.teachers import Calibration, Member, Teacher
-from pldistill.validate import parse_params
 
 RUNS = [("1 process, 1 thread", 1, 1), ("1 process, 2 threads", 1, 2), ("2 processes, 1 thread each", 2, 1)]
 

@@ -41,7 +41,7 @@ def peak_mb() -> float:
 def corpus(stsb: str, n: int, seed: int) -> list[str]:
     from pldistill import datasets
     from pldistill.bm25 import tokenize
-    from pldistill.validate import parse_params
+    from pldistill.params.config import parse_params
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
     real = [s for df in loaded.splits.values() for col in ("sentence1", "sentence2") for s in df[col]]
@@ -107,8 +107,8 @@ def run_encode(sentences: list[str], batch: int, n_total: int, seed: int) -> dic
 
 
 def run_faiss(k: int, chunk: int, method: str) -> dict:
+    from pldistill.params.config import parse_params
     from pldistill.semantic import neighbours
-    from pldistill.validate import parse_params
 
     emb = np.load(OUT / "emb.npy")
     base = peak_mb()

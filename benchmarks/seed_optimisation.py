@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from pldistill import cleaning, cut, datasets, wrappers
-from pldistill.config import DataParams
 from pldistill.metrics import split_scores
-from pldistill.validate import load_params
+from pldistill.params.config import load_params
+from pldistill.params.data import DataParams
 
 
 def stsb(path: str, seed: int) -> dict:

@@ -38,7 +38,7 @@ except ImportError:
     from pldistill.losses import pair_loss
 from pldistill.models import BiEncoder
 from pldistill.training import start
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 pairs, threads = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(threads)
 df = pd.read_json(pairs)

@@ -30,8 +30,8 @@ import torch
 from scipy.stats import spearmanr
 
 from pldistill.bundled import cache_root
-from pldistill.config import BACKEND_NEEDS, BACKENDS, install_hint
 from pldistill.io import atomic_dir
+from pldistill.params.sections import BACKEND_NEEDS, BACKENDS, install_hint
 
 GATE_SPEARMAN = 0.999  # a backend's outputs vs torch fp32's on the gate sample
 GATE_SAMPLE = 512  # pairs (cross) or sentences (bi) in the gate sample, spread over the input

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill.config import ConfigError, EmbedParams, Params
 from pldistill.console import detail
+from pldistill.errors import ConfigError
 from pldistill.metrics import correlation
 from pldistill.models import BiEncoder, prune_layers
+from pldistill.params.config import Params
+from pldistill.params.train import EmbedParams
 
 CUT_FILE = "cut.json"
 DIRECTIONS_FILE = "directions.npy"  # static.dims: the PCA directions the start was reduced by, (dims, width)

@@ -22,8 +22,8 @@ from pldistill import cleaning, schemas
 from pldistill.cleaning import in_train
 from pldistill.errors import DataError
 from pldistill.io import sha256_file
-from pldistill.names import format_suffix
-from pldistill.params_data import DEMO_PAIRS, DataParams, DataSections
+from pldistill.params.data import DEMO_PAIRS, DataParams, DataSections
+from pldistill.params.names import format_suffix
 from pldistill.public_sets import load_mrpc, load_qqp, load_sickr, load_stsb
 from pldistill.reading import read_table
 from pldistill.rows import (  # noqa: F401  (re-exported: their old home)

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 
 T = TypeVar("T")
 

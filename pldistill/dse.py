@@ -20,12 +20,12 @@ from sentence_transformers import SentenceTransformer
 
 from pldistill import ahead
 from pldistill.bundled import resolve
-from pldistill.config import DSE_POOLINGS
 from pldistill.device import device
 from pldistill.errors import ModelError
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import _batched_inference, pair_embeddings, prune_layers
 from pldistill.numeric import sigmoid
+from pldistill.params.recipes import DSE_POOLINGS
 
 HEAD_DIR = "dse_head"
 

@@ -22,7 +22,6 @@ import torch
 
 from pldistill import distributed, schemas, store
 from pldistill.batching import token_counts
-from pldistill.config import EmbedParams, EvaluateParams
 from pldistill.console import detail
 from pldistill.device import bf16_on
 from pldistill.io import ROW_GROUP, atomic_path
@@ -30,6 +29,8 @@ from pldistill.keys import weights_digest
 from pldistill.losses.embedding import EmbeddingLoss
 from pldistill.models import BiEncoder
 from pldistill.numeric import l2_normalise, principal_directions
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import EmbedParams
 from pldistill.sentences import EmbedError, gather, read_corpus  # noqa: F401  (re-exported)
 from pldistill.teachers import Teacher
 from pldistill.training import FitResult, train

@@ -14,10 +14,10 @@ import pandas as pd
 
 from pldistill import schemas
 from pldistill.cleaning import distinct
-from pldistill.config import Params
 from pldistill.io import atomic_dir, write_card
 from pldistill.models import BiEncoder, ModelError, pair_embeddings
 from pldistill.numeric import l2_normalise
+from pldistill.params.config import Params
 
 MEMBERS_FILE = "members.json"  # in models/teacher/: who the members are and how they scored on dev
 

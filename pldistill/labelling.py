@@ -16,11 +16,11 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from pldistill import diagnostics, distributed, schemas
-from pldistill.config import Params
 from pldistill.datasets import gold_dir, task_of
 from pldistill.ensemble import embed_corpus
 from pldistill.io import scratch, write_csv_rows
-from pldistill.recipes.specs import SPECS
+from pldistill.params.config import Params
+from pldistill.params.recipes import SPECS
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher
 

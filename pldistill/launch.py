@@ -19,8 +19,9 @@ from pldistill.environment import prepare
 
 prepare()  # first: this Python has the project's packages, before config imports them; under make run, hand over
 
-from pldistill.config import ConfigError, load_params  # noqa: E402
+from pldistill.errors import ConfigError  # noqa: E402
 from pldistill.handover import die_with_parent  # noqa: E402
+from pldistill.params.config import load_params  # noqa: E402
 
 USAGE = "python -m pldistill.launch stages.<name> [--params params.yaml] <the stage's options>"
 

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from pldistill.errors import DataError
 from pldistill.io import atomic_path, sha256_file
-from pldistill.params_data import DataParams
+from pldistill.params.data import DataParams
 from pldistill.reading import decode, read_delimited, read_text, short
 from pldistill.rows import SPLITS, Drops, Loaded, clean_rows, merge_copies, split_randomly
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from pldistill.errors import DataError
-from pldistill.names import COMPRESSED_SUFFIXES, format_suffix
+from pldistill.params.names import COMPRESSED_SUFFIXES, format_suffix
 
 EXAMPLES = 3  # dropped rows kept per reason, to show in an error
 

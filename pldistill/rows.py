@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from pldistill.cleaning import pair_keys, sentence_key
-from pldistill.params_data import DataParams
+from pldistill.params.data import DataParams
 from pldistill.reading import EXAMPLES, short
 
 SPLITS = ("train", "dev", "test")

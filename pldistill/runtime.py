@@ -1,5 +1,5 @@
 """What every stage does the same way: the command line, params loaded by the stage's own loader (validated whole
-by pldistill.validate, or the sections a data stage reads), clear errors instead of tracebacks. The top of the
+by pldistill.params.config, or the sections a data stage reads), clear errors instead of tracebacks. The top of the
 import graph: nothing of ours imports it but the stages (and pldistill.warm, which names the process a stage it
 runs watches).
 
@@ -190,7 +190,7 @@ def run_stage(fn: Callable[..., dict], paths: list[str], argv: list[str] | None 
     defaults to None), run ``fn``, print its one line (pldistill.console; the whole report too with
     PLDISTILL_REPORTS=1). ``kind``: ``PLAIN``, or for a stage that trains pldistill.stage_training.TRAINING
     (checkpoints, ``--live``, several processes). ``load``: how the stage reads
-    params.yaml (pldistill.validate.load_params, the file whole; stage download: pldistill.params_data's
+    params.yaml (pldistill.params.config.load_params, the file whole; stage download: pldistill.params.data's
     load_data_sections, the sections it reads), so this module imports no section type."""
     ap = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     ap.add_argument("--params", default="params.yaml", type=Path)

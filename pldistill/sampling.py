@@ -16,10 +16,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from pldistill import names
 from pldistill.bm25 import BM25Index, tokenize
 from pldistill.cleaning import distinct, pair_key
-from pldistill.config import SampleParams
+from pldistill.params import names
+from pldistill.params.sections import SampleParams
 
 
 @dataclass
@@ -49,7 +49,7 @@ REGISTRY: dict[str, Strategy] = {}
 
 def register(name: str) -> Callable[[Strategy], Strategy]:
     if name not in names.STRATEGIES:  # params are checked against that list, which imports no strategy
-        raise ValueError(f"sampling strategy {name!r}: add its name to pldistill.names.STRATEGIES too")
+        raise ValueError(f"sampling strategy {name!r}: add its name to pldistill.params.names.STRATEGIES too")
 
     def deco(fn: Strategy) -> Strategy:
         REGISTRY[name] = fn

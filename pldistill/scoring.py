@@ -1,4 +1,4 @@
-"""What stage evaluate loads to score, by the recipe's spec (pldistill.recipes.spec: ``student`` and ``teacher``
+"""What stage evaluate loads to score, by the recipe's spec (pldistill.params.recipes: ``student`` and ``teacher``
 kinds): the student, the teacher, the teacher's parts scored on their own too, and eval.json's teacher blocks.
 Loaders only: no recipe and no training code, so stage evaluate stays cached when training changes."""
 
@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pldistill.config import Params
 from pldistill.dse import DSE
 from pldistill.ensemble import Ensemble
 from pldistill.models import BiEncoder, CrossModel, PairModel
-from pldistill.recipes.specs import SPECS
+from pldistill.params.config import Params
+from pldistill.params.recipes import SPECS
 from pldistill.teachers import Teacher
 
 Block = Callable[[str], dict]  # a scored model's name -> its block of eval.json

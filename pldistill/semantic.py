@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from pldistill.config import SemanticParams
+from pldistill.params.sections import SemanticParams
 
 # faiss k-means wants at least 39 points per centroid; fewer clusters than that only warns, but the
 # centroids are then poor, so nlist is capped.

@@ -10,8 +10,8 @@ import numpy as np
 
 from pldistill import schemas
 from pldistill.cleaning import distinct, normalise, sentence_key
-from pldistill.config import EmbedParams
 from pldistill.errors import DataError
+from pldistill.params.train import EmbedParams
 from pldistill.reading import read_sentences
 from pldistill.variants import per_sentence, variants
 

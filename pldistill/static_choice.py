@@ -20,9 +20,10 @@ import pandas as pd
 from pldistill import cut as cutting
 from pldistill import embedding, static
 from pldistill.bundled import not_installed, short_hint
-from pldistill.config import ConfigError, Params
 from pldistill.console import detail, hint
+from pldistill.errors import ConfigError
 from pldistill.models import BiEncoder
+from pldistill.params.config import Params
 from pldistill.seeding import seed_all
 
 

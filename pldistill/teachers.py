@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 
-from pldistill.config import EvaluateParams, TeacherMember
 from pldistill.io import atomic_dir, sha256_file, write_card
 from pldistill.metrics import correlation
 from pldistill.models import (
@@ -32,6 +31,8 @@ from pldistill.models import (
     ModelError,
 )
 from pldistill.numeric import logit, sigmoid
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import TeacherMember
 
 MANIFEST = "teacher.json"
 

@@ -14,9 +14,10 @@ import pandas as pd
 import torch
 from torch.nn.utils import parametrize
 
-from pldistill.config import EvaluateParams, StaticParams, TrainParams
 from pldistill.losses.pair import pair_loss
 from pldistill.models import BiEncoder, is_static
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import StaticParams, TrainParams
 from pldistill.seeding import seed_all
 from pldistill.training import start
 

@@ -25,7 +25,7 @@ from transformers.integrations import DVCLiveCallback
 
 from pldistill import distributed, resume, tracking
 from pldistill.batching import Columns, by_length
-from pldistill.config import StepParams
+from pldistill.params.train import StepParams
 
 OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused"}  # ours -> transformers' names
 METRIC = "eval_dev_spearman"

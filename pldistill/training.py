@@ -24,10 +24,12 @@ import torch
 
 from pldistill import distributed
 from pldistill.batching import Columns
-from pldistill.config import ConfigError, EvaluateParams, StepParams
 from pldistill.device import bf16_auto
+from pldistill.errors import ConfigError
 from pldistill.io import write_csv_rows
 from pldistill.metrics import dev_spearman
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import StepParams
 from pldistill.trainer_parts import at_length, build, load_trainable, trainable
 
 

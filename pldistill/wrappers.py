@@ -26,10 +26,11 @@ import pandas as pd
 import torch
 
 from pldistill import distributed
-from pldistill.config import EvaluateParams, TrainParams
 from pldistill.losses.pair import pair_loss
 from pldistill.metrics import dev_spearman
 from pldistill.models import LOADERS, BiEncoder, CrossModel, is_static
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import TrainParams
 from pldistill.seeding import seed_all
 from pldistill.training import FitResult, Run, start
 

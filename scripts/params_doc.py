@@ -3,9 +3,10 @@
 - the parameter reference of docs/parameters.md: every key, its default as params.yaml writes it, and its comment
   (a comment on the key's line, the comment lines under it, and a comment block right above it), with a link to its
   entry in docs/choices.md (why the default is what it is) where it has one;
-- the defaults the parameter models (pldistill/config.py and the modules it assembles) fill a key left out with:
-  pldistill/defaults_data.py (seed, data, adapt: what stage download reads, so an edit to a training default leaves
-  it cached) and pldistill/defaults.py (every other section). The models hold types and checks, no default.
+- the defaults the parameter models (pldistill/params/config.py and the modules it assembles) fill a key left out
+  with: pldistill/params/defaults_data.py (seed, data, adapt: what stage download reads, so an edit to a training
+  default leaves it cached) and pldistill/params/defaults.py (every other section). The models hold types and checks,
+  no default.
 
     python scripts/params_doc.py           # rewrite them from params.yaml
     python scripts/params_doc.py --check   # exit 1 if one is out of date (tests/test_params_yaml.py checks it too),
@@ -28,13 +29,13 @@ DOC = ROOT / "docs" / "parameters.md"
 CHOICES = ROOT / "docs" / "choices.md"  # a heading per section, a bullet per key: "- `sample.top_k`: ..."
 BEGIN = "<!-- generated from params.yaml by scripts/params_doc.py: edit params.yaml, then run it -->"
 END = "<!-- end of the generated reference -->"
-# The sections stage download reads (pldistill.params_data.DataSections), generated apart from the others
+# The sections stage download reads (pldistill.params.data.DataSections), generated apart from the others
 DATA_SECTIONS = ("seed", "data", "adapt")
 DEFAULTS = {  # generated module -> (its docstring, which of params.yaml's top-level keys it holds)
-    ROOT / "pldistill" / "defaults_data.py": ("seed, data and adapt (the sections stage download reads)",
-                                              lambda k: k in DATA_SECTIONS),
-    ROOT / "pldistill" / "defaults.py": ("every section but seed, data and adapt (pldistill/defaults_data.py)",
-                                         lambda k: k not in DATA_SECTIONS),
+    ROOT / "pldistill" / "params" / "defaults_data.py": (
+        "seed, data and adapt (the sections stage download reads)", lambda k: k in DATA_SECTIONS),
+    ROOT / "pldistill" / "params" / "defaults.py": (
+        "every section but seed, data and adapt (pldistill/params/defaults_data.py)", lambda k: k not in DATA_SECTIONS),
 }
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<rest>.*)$")
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from pldistill import cleaning, datasets, rtt, schemas
-from pldistill.config import Params
 from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.io import write_note_dir, write_report
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
-from pldistill.validate import load_params
 
 
 def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] = SPLITS) -> dict:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill.config import Params
 from pldistill.io import write_json
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
-from pldistill.validate import load_params
 
 
 def check(params: Params, report: Path) -> dict:

@@ -17,16 +17,29 @@ import pandas as pd
 from pldistill import cut as cutting
 from pldistill import schemas, static_choice
 from pldistill.cards import card, fit_facts
-from pldistill.config import Params, TrainParams
 from pldistill.console import detail
 from pldistill.datasets import gold_dir
 from pldistill.io import atomic_dir, write_json, write_report
 from pldistill.models import BiEncoder
+from pldistill.params.config import Params, load_params
+from pldistill.params.train import TrainParams
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.sentences import gather as sentences_of
-from pldistill.validate import load_params
 from pldistill.wrappers import train_model
+
+# The teacher section's keys static.finetune trains at (dvc.yaml tracks each for this stage): read key by key, not
+# the section's overrides of train's keys, which DVC cannot track
+FROM_TEACHER = ("lr", "batch_size", "warmup", "max_length", "seed_stop", "group_by_length")
+
+
+def finetune_params(params: Params, spec: str) -> TrainParams:
+    """The training section static.finetune runs: section train's keys, the teacher's ``FROM_TEACHER``, and this
+    step's own choices. Validated whole, so a key TrainParams gains is taken from train or refused, never dropped."""
+    own = {"model": spec, "epochs": params.static.finetune, "evals_per_epoch": 1, "layers": None, "seeds": 1,
+           "soup": False, "loss": "cosine", "trust_remote_code": params.student.trust_remote_code}
+    teacher = params.teacher.model_dump(include=set(FROM_TEACHER))
+    return TrainParams.model_validate({**params.train.model_dump(), **teacher, **own})
 
 
 def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Path) -> tuple[BiEncoder, dict]:
@@ -34,11 +47,7 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
     batch_size, warmup and max_length, run as section train says: a teacher candidate's recipe, the best on dev after
     each epoch kept), saved in ``out``; and its fit."""
     train = schemas.read(gold_dir(params, clean) / "train.parquet", schemas.PAIRS)
-    t = params.teacher  # read key by key, as tracked: not its overrides of train's keys, which DVC cannot track
-    tp = TrainParams(**params.train.model_dump(), lr=t.lr, batch_size=t.batch_size, warmup=t.warmup,
-                     max_length=t.max_length, model=spec, epochs=params.static.finetune, evals_per_epoch=1,
-                     layers=None, seeds=1, seed_stop=t.seed_stop, soup=False, loss="cosine",
-                     group_by_length=t.group_by_length, trust_remote_code=params.student.trust_remote_code)
+    tp = finetune_params(params, spec)
     model, res = train_model(tp, params.evaluate, list(train["sentence1"]), list(train["sentence2"]),
                              list(train["score"]), dev, params.seed, desc="cut: static.model on gold")
     fit = res.summary()

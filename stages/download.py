@@ -9,7 +9,7 @@ import numpy as np
 
 from pldistill import datasets, schemas
 from pldistill.io import write_report
-from pldistill.params_data import DataParams, DataSections, load_data_sections
+from pldistill.params.data import DataParams, DataSections, load_data_sections
 from pldistill.runtime import main
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "

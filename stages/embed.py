@@ -10,19 +10,18 @@ import time
 from pathlib import Path
 
 from pldistill import cards, embedding, schemas
-from pldistill.config import Params
 from pldistill.cut import resolve, start_directions
 from pldistill.datasets import gold_dir
 from pldistill.device import peak_rss_mb
 from pldistill.io import write_csv_rows, write_note_dir, write_report
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
-from pldistill.recipes.specs import SPECS
+from pldistill.params.config import Params, load_params
+from pldistill.params.recipes import SPECS
 from pldistill.runtime import main
 from pldistill.seeding import seed_all
 from pldistill.stage_training import TRAINING
 from pldistill.teachers import Teacher
-from pldistill.validate import load_params
 
 PROJECTED = {"none": "", "pca": " (teacher projected by PCA)",
              "start": " (teacher projected by the static start's PCA directions)"}

@@ -19,7 +19,6 @@ import torch
 
 from pldistill import cleaning, datasets, schemas, scoring, speed
 from pldistill.bundled import resolve as resolve_spec
-from pldistill.config import EvaluateParams, ExtraSet, Params
 from pldistill.console import detail
 from pldistill.cut import resolve
 from pldistill.device import cpu_flags
@@ -27,9 +26,10 @@ from pldistill.export import MANIFEST
 from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
 from pldistill.metrics import best_threshold, classification, correlation, jaccard, order_free, paired_gain
 from pldistill.models import BiEncoder
+from pldistill.params.config import Params, load_params
+from pldistill.params.sections import EvaluateParams, ExtraSet
 from pldistill.runtime import main
 from pldistill.served import Served, serve_copy
-from pldistill.validate import load_params
 
 
 def _blocks(kind: scoring.TeacherKind, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,

@@ -17,11 +17,10 @@ import numpy as np
 
 from pldistill import export as ex
 from pldistill import schemas
-from pldistill.config import Params
 from pldistill.console import detail
 from pldistill.io import atomic_dir, write_report
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
-from pldistill.validate import load_params
 
 
 def _chosen(params: Params) -> tuple[list[str], dict[str, str]]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pldistill import cards, distributed, schemas
-from pldistill.config import Params
 from pldistill.cut import resolve
 from pldistill.datasets import gold_dir
 from pldistill.io import write_report
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
-from pldistill.validate import load_params
 from pldistill.wrappers import train_model
 
 

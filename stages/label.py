@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pldistill import distributed, labelling
-from pldistill.config import Params
 from pldistill.io import write_report
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
-from pldistill.validate import load_params
 
 
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,

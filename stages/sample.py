@@ -10,12 +10,11 @@ import numpy as np
 
 from pldistill import sampling, schemas
 from pldistill.cleaning import distinct
-from pldistill.config import Params
 from pldistill.io import write_report
+from pldistill.params.config import Params, load_params
 from pldistill.runtime import main
 from pldistill.seeding import numpy_rng
 from pldistill.sentences import corpus_sentences
-from pldistill.validate import load_params
 
 
 def semantic(strategy: str) -> bool:

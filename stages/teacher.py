@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pldistill import distributed
-from pldistill.config import Params
 from pldistill.io import write_report
+from pldistill.params.config import Params, load_params
 from pldistill.recipes import registry
 from pldistill.runtime import main
 from pldistill.stage_training import TRAINING
-from pldistill.validate import load_params
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:

@@ -21,8 +21,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pldistill.config import Params
-from pldistill.validate import parse_params
+from pldistill.params.config import Params, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"

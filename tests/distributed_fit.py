@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 from pldistill import distributed, resume
-from pldistill.config import StudentParams
+from pldistill.params.train import StudentParams
 
 ROWS = 48  # batches of 8: 4 a rank on two ranks, the same 8 rows a step as one process takes
 
@@ -32,8 +32,8 @@ def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     from pldistill.losses.cosine_mse import CosineMSELoss
     from pldistill.metrics import dev_spearman
     from pldistill.models import BiEncoder
+    from pldistill.params.config import parse_params
     from pldistill.training import Run
-    from pldistill.validate import parse_params
     from tests.conftest import make_pairs
 
     torch.manual_seed(3)

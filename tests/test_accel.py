@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from pldistill import accel
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.models import BiEncoder, CrossModel, native_bf16
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 
 WORDS = "cat dog car rain music bread river phone chess garden the a on in big small red blue old new".split()  # noqa: SIM905 -- a word list reads best as one string
 

@@ -4,7 +4,7 @@ import pytest
 from pldistill import schemas
 from pldistill.cleaning import clean_train, normalise
 from pldistill.datasets import DataError
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from stages.augment import augment
 
 

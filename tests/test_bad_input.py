@@ -41,12 +41,12 @@ import pytest
 import yaml
 
 from pldistill import bundled, cleaning, datasets, public_sets, schemas
-from pldistill.config import ConfigError
 from pldistill.datasets import DataError
+from pldistill.errors import ConfigError
 from pldistill.io import WriteError
 from pldistill.models import BiEncoder, CrossModel, ModelError
+from pldistill.params.config import load_params, parse_params
 from pldistill.schemas import SchemaError
-from pldistill.validate import load_params, parse_params
 from stages.augment import augment
 from stages.download import download
 

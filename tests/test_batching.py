@@ -9,7 +9,7 @@ import torch
 
 from pldistill.batching import by_length
 from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 
 
 def test_rows_of_similar_length_share_a_batch_every_row_once_the_short_batch_last():
@@ -78,7 +78,7 @@ def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for
 
 def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, monkeypatch):
     from pldistill import wrappers
-    from pldistill.params_train import StudentParams
+    from pldistill.params.train import StudentParams
 
     sizes = [1, 2, 3, 12, 13, 14, 25, 26, 27, 28, 29, 30]
     s1 = [" ".join(["word"] * n) for n in sizes]

@@ -4,8 +4,8 @@ from rank_bm25 import BM25Okapi
 
 from pldistill import datasets
 from pldistill.bm25 import BM25Index, tokenize
+from pldistill.params.config import parse_params
 from pldistill.sampling import unique_sentences
-from pldistill.validate import parse_params
 
 
 def reference_top_k(ref: BM25Okapi, queries, k, exclude_self):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pldistill.params.config import load_params
 from pldistill.runtime import run_stage
-from pldistill.validate import load_params
 from stages.check import check
 from tests.conftest import ROOT
 

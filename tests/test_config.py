@@ -1,8 +1,8 @@
 import pytest
 
-from pldistill import params_base
-from pldistill.config import ConfigError
-from pldistill.validate import load_params, parse_params
+from pldistill.errors import ConfigError
+from pldistill.params import sections as params_base
+from pldistill.params.config import load_params, parse_params
 from tests.conftest import ROOT
 
 

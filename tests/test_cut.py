@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from pldistill import cut as cutting
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.models import BiEncoder
-from pldistill.validate import parse_params
-from tests.conftest import run_chain
+from pldistill.params.config import parse_params
+from tests.conftest import ROOT, run_chain
 
 
 def test_cuts_are_every_choice_of_keep_layers_and_too_many_is_an_error():
@@ -55,3 +55,19 @@ def test_layers_given_are_recorded_and_auto_without_the_stage_is_a_clear_error(c
         cutting.resolve(auto, tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="teacher.layers"):
         parse_params({"teacher": {"layers": "auto"}})  # auto is the student's alone
+
+
+def test_static_finetune_trains_as_train_says_at_the_teacher_s_tracked_keys():
+    """static.finetune's section is built whole from train, the teacher's keys stage cut tracks, and its own
+    choices: no key listed by hand that a new TrainParams key could miss (it would be refused, not dropped)."""
+    import yaml
+
+    from stages.cut import FROM_TEACHER, finetune_params
+
+    tracked = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["cut"]["params"]
+    assert {f"teacher.{k}" for k in FROM_TEACHER} == {k for k in tracked if k.startswith("teacher.")}
+    p = parse_params({"train": {"weight_decay": 0.05}, "teacher": {"lr": 3e-5, "batch_size": 8},
+                      "static": {"finetune": 2}})
+    tp = finetune_params(p, "bundled:all-MiniLM-L6-v2")
+    assert (tp.lr, tp.batch_size, tp.weight_decay, tp.epochs, tp.loss) == (3e-5, 8, 0.05, 2, "cosine")
+    assert tp.model_dump(include=set(p.train.model_dump())) == p.train.model_dump()

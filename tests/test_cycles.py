@@ -14,14 +14,14 @@ import yaml
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.io import write_json
 from pldistill.models import BiEncoder, CrossModel
+from pldistill.params.config import parse_params
 from pldistill.recipes.base import DistillDirs
 from pldistill.recipes.trans_encoder import run as run_trans_encoder
 from pldistill.recipes.trans_encoder import to_target, unlabelled_pairs
 from pldistill.store import Store
-from pldistill.validate import parse_params
 from tests.conftest import ROOT, make_pairs
 
 # What a finished run leaves that users rely on; all must be byte-identical between equal runs.

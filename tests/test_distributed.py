@@ -20,9 +20,9 @@ from safetensors.torch import load_file
 
 import stages.gold as gold_stage
 from pldistill import console, distributed, schemas
-from pldistill.config import ConfigError, Params
+from pldistill.errors import ConfigError
 from pldistill.launch import command
-from pldistill.validate import parse_params
+from pldistill.params.config import Params, parse_params
 from tests import distributed_fit
 from tests.conftest import ROOT, make_pairs, tiny
 from tests.test_label_stream import _inputs, _label, teacher_dir  # noqa: F401  (teacher_dir: a fixture)

@@ -83,7 +83,7 @@ def config_keys(model: type, prefix: str = "") -> set[str]:
 
 @cache
 def _params_keys() -> frozenset[str]:
-    from pldistill.config import Params
+    from pldistill.params.config import Params
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     typed = config_keys(Params)  # only a key section train lends counts beyond params.yaml's own

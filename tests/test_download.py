@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pldistill import datasets, public_sets, schemas
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from stages.download import download
 from tests.conftest import ROOT, STSB_ARCHIVE
 
@@ -468,8 +468,8 @@ def test_download_reports_copies_and_overlap(tmp_path, capsys):
 def test_download_loads_its_own_sections_checked_as_config_checks_them(tmp_path):
     """Stage download's command reads seed, data and adapt alone (DataSections): a bad key there is named
     with the nearest valid one; other sections are stage check's to validate."""
-    from pldistill.config import ConfigError
-    from pldistill.params_data import load_data_sections
+    from pldistill.errors import ConfigError
+    from pldistill.params.data import load_data_sections
 
     path = tmp_path / "params.yaml"
     path.write_text("seed: 3\ndata:\n  datset: stsb\nstudent:\n  lrr: 1\n")

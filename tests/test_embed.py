@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from pldistill import datasets, embedding, sampling, schemas
-from pldistill.config import ConfigError, EmbedParams
 from pldistill.datasets import DataError
+from pldistill.errors import ConfigError
 from pldistill.losses.embedding import cosine_matrix_mse
 from pldistill.models import BiEncoder
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
+from pldistill.params.train import EmbedParams
 from stages.embed import skipped
 from tests.conftest import run_chain
 

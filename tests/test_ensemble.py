@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from pldistill import ensemble, schemas
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.losses.ensemble import EnsembleDistillLoss
 from pldistill.losses.info_nce import SimCSELoss
 from pldistill.models import BiEncoder, ModelError
+from pldistill.params.config import parse_params
 from pldistill.recipes import rtt_ensemble
-from pldistill.validate import parse_params
 
 
 def test_member_weights_mean_and_softmax_of_dev_points():

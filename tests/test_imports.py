@@ -17,16 +17,14 @@ def test_no_import_cycle():
 
 
 def test_config_runs_no_registry_and_nothing_above_it():
-    below = stage_deps.closure(GRAPH, "pldistill.config")
-    assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models", "pldistill.validate"}, below
-    # names.py: the bundled models' names, plain data at the bottom (pldistill.bundled, which loads them, is not run);
-    # of the recipes package, each recipe's params module and spec (its section, what it allows), no recipe's code
-    specs = {"pldistill.recipes", "pldistill.recipes.spec", "pldistill.recipes.specs"} | {
-        f"pldistill.recipes.{p.stem}" for p in (ROOT / "pldistill" / "recipes").glob("*_params.py")}
-    # defaults and defaults_data: params.yaml's values, generated, plain data
-    assert below <= {"pldistill", "pldistill.config", "pldistill.params_base", "pldistill.params_data",
-                     "pldistill.params_train", "pldistill.defaults", "pldistill.defaults_data",
-                     "pldistill.names", "pldistill.errors", *specs}, below
+    below = stage_deps.closure(GRAPH, "pldistill.params.config")
+    assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models"}, below
+    # the params package alone (the registries' names, plain data; each recipe's section and spec, no recipe's code;
+    # defaults and defaults_data: params.yaml's values, generated) and the errors
+    assert below <= {"pldistill", "pldistill.params", "pldistill.params.config", "pldistill.params.sections",
+                     "pldistill.params.data", "pldistill.params.train", "pldistill.params.recipes",
+                     "pldistill.params.defaults", "pldistill.params.defaults_data", "pldistill.params.names",
+                     "pldistill.errors"}, below
 
 
 def test_only_the_stages_run_the_stage_command_line():
@@ -51,8 +49,8 @@ def test_a_data_stage_loads_no_torch_where_no_gpu_shows_itself(tmp_path):
     one, stages check, download, augment and sample run without torch (about 3 s of each one's 4 on 2 cores)."""
     node = tmp_path / "nvidia0"
     node.touch()
-    probe = ("import sys; import pldistill.params_base as pb; pb.GPU_NODES = ({nodes!r},); "
-             "from pldistill.validate import parse_params; p = parse_params({{}}); "
+    probe = ("import sys; import pldistill.params.sections as pb; pb.GPU_NODES = ({nodes!r},); "
+             "from pldistill.params.config import parse_params; p = parse_params({{}}); "
              "import stages.check, stages.download, stages.augment, stages.sample; "
              "print(p.label.batch_size, 'torch' in sys.modules)")
     assert _run(probe.format(nodes=str(tmp_path / "none*"))).split() == ["64", "False"]

@@ -7,7 +7,7 @@ import torch
 
 from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.losses.soft_bce import SoftBCELoss
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from tests.conftest import make_pairs
 
 
@@ -89,7 +89,7 @@ def test_the_trainer_arguments_our_params_map_onto_on_a_cpu_and_on_cuda(tmp_path
 
 
 def test_an_old_params_file_naming_the_gone_engine_is_told_what_to_do():
-    from pldistill.config import ConfigError
+    from pldistill.errors import ConfigError
 
     with pytest.raises(ConfigError, match="train.trainer: no longer a key: every training runs on sentence-"
                                           "transformers' trainers now; delete the key"):

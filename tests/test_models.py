@@ -75,7 +75,7 @@ def test_autocast_auto_follows_hardware(monkeypatch):
 
 def test_bundled_names_agree_with_config():
     from pldistill.bundled import BUNDLED
-    from pldistill.config import BUNDLED_MODELS
+    from pldistill.params.names import BUNDLED_MODELS
 
     assert set(BUNDLED_MODELS) == set(BUNDLED)
 

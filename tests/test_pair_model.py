@@ -13,8 +13,8 @@ from pldistill.losses.dse import DSELoss
 from pldistill.losses.pair import pair_loss
 from pldistill.metrics import dev_spearman
 from pldistill.models import BiEncoder, CrossModel, PairModel
+from pldistill.params.config import parse_params
 from pldistill.teachers import Calibration, Member, Teacher
-from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs
 
 S1 = ["a cat sits on the mat", "the stock fell sharply", "a man plays the guitar"]

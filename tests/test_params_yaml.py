@@ -1,5 +1,5 @@
 """params.yaml is the one source of every default: each key the code reads is in it, with its comment; the
-parameter models (pldistill/config.py and the modules it assembles) hold types and checks, no default, and fill a
+parameter models (pldistill/params/config.py and the modules it assembles) hold types and checks, no default, and fill a
 key left out from pldistill/defaults*.py, which are generated from params.yaml like docs/parameters.md."""
 
 import typing
@@ -9,9 +9,9 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pldistill.config import DataParams, EmbedParams, Params, SharedStepParams, StepParams, step_sections
-from pldistill.params_data import DataSections
-from pldistill.validate import parse_params
+from pldistill.params.config import Params, parse_params, step_sections
+from pldistill.params.data import DataParams, DataSections
+from pldistill.params.train import EmbedParams, SharedStepParams, StepParams
 from scripts import params_doc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from pldistill import resume
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.models import BiEncoder
+from pldistill.params.config import parse_params
 from pldistill.training import Run
-from pldistill.validate import parse_params
 from pldistill.wrappers import seed_optimised as fit_seeds
 from tests.conftest import ROOT, make_pairs
 

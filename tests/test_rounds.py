@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from pldistill import schemas
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
+from pldistill.params.config import parse_params
 from pldistill.sampling import pair_key
-from pldistill.validate import parse_params
 from tests.conftest import run_chain
 
 ARTIFACTS = ["models/bi/model.safetensors", "metrics/cycles.csv", "metrics/student-dev.csv"]

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from pldistill import rtt, schemas
-from pldistill.config import ConfigError
-from pldistill.validate import parse_params
+from pldistill.errors import ConfigError
+from pldistill.params.config import parse_params
 from stages.augment import augment
 from tests.conftest import make_pairs
 

@@ -26,7 +26,7 @@ sys.path.insert(0, {str(ROOT)!r})
 from pldistill import resume
 from pldistill.runtime import run_stage
 from pldistill.stage_training import TRAINING
-from pldistill.validate import load_params
+from pldistill.params.config import load_params
 
 # Ctrl-C as for a command typed at a terminal: run as a background job (make test &), the tests and this child
 # inherit SIGINT ignored from the shell, and Python then raises no KeyboardInterrupt
@@ -155,7 +155,7 @@ sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
 from pldistill.errors import DataError
 from pldistill.runtime import main
-from pldistill.validate import load_params
+from pldistill.params.config import load_params
 
 def stage(params, out):
     """A stand-in stage that leaves work for the exit: an exit handler, a thread still writing."""

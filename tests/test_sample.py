@@ -2,11 +2,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pldistill.names
+import pldistill.params.names
 from pldistill import schemas
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
+from pldistill.params.config import parse_params
+from pldistill.params.names import registered as names
 from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample, unique_sentences
-from pldistill.validate import names, parse_params
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
 
@@ -37,7 +38,8 @@ def check_new_unique(pairs, gold):
 
 def test_config_allows_exactly_the_registered_strategies(monkeypatch):
     assert names()["strategy"] == tuple(REGISTRY)
-    monkeypatch.setattr(pldistill.names, "STRATEGIES", (*pldistill.names.STRATEGIES, "mine"))  # named: allowed
+    named = pldistill.params.names
+    monkeypatch.setattr(named, "STRATEGIES", (*named.STRATEGIES, "mine"))  # named: allowed
     assert parse_params({"sample": {"strategy": "mine"}}).sample.strategy == "mine"
     monkeypatch.undo()
     with pytest.raises(ConfigError, match="sample.strategy: expected one of"):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from pldistill.params.config import parse_params
 from pldistill.semantic import neighbours
-from pldistill.validate import parse_params
 
 
 def unit(n, dim=24, seed=0):

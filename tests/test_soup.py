@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from pldistill.models import BiEncoder
+from pldistill.params.config import parse_params
 from pldistill.training import FitResult
-from pldistill.validate import parse_params
 from pldistill.wrappers import WISE_GRID, average, interpolate, mix_with_start, train_model
 from pldistill.wrappers import soup as fit_soup
 from tests.conftest import make_pairs

@@ -11,7 +11,7 @@ import pytest
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
 from pldistill import schemas
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from stages.evaluate import evaluate
 from tests.conftest import STAGES, adaptation_target, run_chain
 
@@ -356,6 +356,6 @@ def test_without_adaptation_the_source_folder_holds_a_note(chains):
 
 
 def test_adaptation_is_refused_outside_augsbert(small):
-    from pldistill.config import ConfigError
+    from pldistill.errors import ConfigError
     with pytest.raises(ConfigError, match="adapt.dataset.*recipe augsbert"):
         parse_params({**small.model_dump(mode="json"), "recipe": "dse", "adapt": {"dataset": "demo"}})

@@ -12,11 +12,10 @@ from sentence_transformers import SentenceTransformer
 
 from pldistill import cut as cutting
 from pldistill import static, token_weights
-from pldistill.config import ConfigError
-from pldistill.errors import ModelError
+from pldistill.errors import ConfigError, ModelError
 from pldistill.io import sha256_file
 from pldistill.models import BiEncoder, StaticEmbedding, is_static
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from pldistill.verdict import verdict
 from stages.embed import embed_teacher
 from tests.conftest import run_chain

@@ -11,9 +11,9 @@ from sentence_transformers import SentenceTransformer
 
 from pldistill import cut as cutting
 from pldistill import embedding, static_choice
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.numeric import l2_normalise
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from tests.conftest import run_chain
 
 

@@ -9,12 +9,12 @@ from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
 from pldistill import schemas
-from pldistill.config import ConfigError
+from pldistill.errors import ConfigError
 from pldistill.io import machine_path
 from pldistill.models import BiEncoder, ModelError
 from pldistill.numeric import LOGIT_EPS, logit
+from pldistill.params.config import parse_params
 from pldistill.teachers import Calibration, Teacher
-from pldistill.validate import parse_params
 from tests.conftest import run_chain
 
 

@@ -9,7 +9,7 @@ import torch
 from pldistill import tracking
 from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.models import BiEncoder
-from pldistill.validate import parse_params
+from pldistill.params.config import parse_params
 from tests.conftest import fit, make_pairs
 
 

@@ -9,8 +9,8 @@ from pldistill.losses.cosine_mse import CosineMSELoss, cosine_mse
 from pldistill.losses.pair import pair_loss
 from pldistill.metrics import correlation, dev_spearman, jaccard
 from pldistill.models import BiEncoder
+from pldistill.params.config import parse_params
 from pldistill.training import train as fit_at
-from pldistill.validate import parse_params
 from tests.conftest import fit, make_pairs
 
 
@@ -240,7 +240,7 @@ def test_one_seed_is_a_plain_run(tiny_model_dir):
 
 
 def test_seeds_and_stop_are_validated():
-    from pldistill.config import ConfigError
+    from pldistill.errors import ConfigError
     from pldistill.wrappers import seeds_of
 
     p = parse_params({"student": {"seeds": 5}, "seed": 40})
@@ -257,7 +257,7 @@ def test_seeds_and_stop_are_validated():
 def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_model_dir):
     import pytest
 
-    from pldistill.config import ConfigError
+    from pldistill.errors import ConfigError
 
     runs = {}
     for opt in ("adamw", "adamw-fused"):
@@ -290,7 +290,7 @@ def test_student_loss_cosent_is_what_a_bi_encoder_learns_pairs_by(tiny_model_dir
 
 
 def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
-    from pldistill.config import ConfigError
+    from pldistill.errors import ConfigError
 
     assert parse_params({"student": {"loss": "cosent"}}).student.loss == "cosent"  # augsbert: student and baseline
     with pytest.raises(ConfigError, match="student.loss cosent: recipe dse's student learns its own section's loss"):

@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 
 from pldistill import embedding, schemas, variants
-from pldistill.config import ConfigError, EmbedParams
-from pldistill.params_train import EMBED_VARIANT_OPS
-from pldistill.validate import parse_params
+from pldistill.errors import ConfigError
+from pldistill.params.config import parse_params
+from pldistill.params.train import EMBED_VARIANT_OPS, EmbedParams
 
 SENTENCES = ["the quick brown fox jumps over the lazy dog today",
              "a man is slicing red onions on a wooden board",

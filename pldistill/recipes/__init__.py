@@ -1,7 +1,7 @@
-"""The four methods, one module each, behind one interface (``pldistill.recipes.base.Recipe``).
-
-A stage module reads its inputs, hands them to ``registry.get(params.recipe)`` and writes what it returns;
-no stage asks which recipe runs. What each recipe does at each stage:
+"""The four methods' training, one module each, behind one interface (``pldistill.recipes.base.Recipe``): what
+stages teacher and distill run, through ``registry.get(params.recipe)``. Stages label and evaluate never import
+this package: they follow the recipe's spec (pldistill.params.recipes), loading what it names (pldistill.scoring,
+pldistill.labelling.label). What each recipe does at each stage:
 
     stage     augsbert             dse                        trans-encoder              rtt-ensemble
     teacher   members fit on gold  members fit on gold        none (a note)              contrastive sub-models
@@ -9,8 +9,5 @@ no stage asks which recipe runs. What each recipe does at each stage:
     distill   bi on gold + silver  DSE student (head + enc.)  the cycles                 bi learns the embeddings
     evaluate  Teacher, bi student  Teacher, DSE student       last cycles' cross, bi     the ensemble, bi
 
-The recipes' names live in ``pldistill.names.RECIPES`` (pldistill.validate checks ``recipe`` against them
-without importing this package); ``pldistill.recipes.registry.get`` returns a recipe.
+Nothing is imported here: a stage that runs one recipe's module depends on what that module imports.
 """
-
-from pldistill.names import RECIPES  # noqa: F401  (their one list, at the bottom of the import graph)

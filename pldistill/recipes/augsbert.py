@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from pldistill import cards, distributed, schemas, token_weights
-from pldistill.config import Params, TrainParams
 from pldistill.datasets import gold_dir
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
+from pldistill.params.config import Params
+from pldistill.params.train import TrainParams
 from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
 from pldistill.store import Store

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pldistill.config import Params, TrainParams
 from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
 from pldistill.models import PairModel
+from pldistill.params.config import Params
+from pldistill.params.train import TrainParams
 from pldistill.recipes import members
 from pldistill.teachers import Teacher
 from pldistill.training import FitResult
@@ -39,7 +40,7 @@ class DistillDirs:
 
 class Recipe:
     """One method's training side: stages teacher and distill call the method of the same name. What the scoring
-    stages do for it (label, evaluate) its spec says (pldistill.recipes.spec), so they import no recipe."""
+    stages do for it (label, evaluate) its spec says (pldistill.params.recipes), so they import no recipe."""
 
     name: ClassVar[str]
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from pldistill.config import Params
 from pldistill.io import write_csv_rows
 from pldistill.keys import environment, weights_digest
 from pldistill.models import PairModel
+from pldistill.params.config import Params
 from pldistill.recipes.base import CYCLE_COLUMNS
 from pldistill.store import Steps, Store, fingerprint, portable
 from pldistill.training import FitResult

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from pldistill import cards, distributed, schemas
-from pldistill.config import Params
 from pldistill.datasets import task_of
 from pldistill.dse import DSE
 from pldistill.losses.dse import DSELoss
 from pldistill.metrics import split_scores
+from pldistill.params.config import Params
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
 from pldistill.seeding import seed_all
 from pldistill.teachers import Teacher

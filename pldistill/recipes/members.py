@@ -11,12 +11,14 @@ import pandas as pd
 
 from pldistill import cards, distributed, schemas
 from pldistill.bundled import not_installed, short_hint
-from pldistill.config import EvaluateParams, Params, TeacherMember
 from pldistill.console import detail, hint
 from pldistill.datasets import gold_dir
 from pldistill.errors import ModelError
 from pldistill.metrics import correlation
 from pldistill.models import LOADERS, BiEncoder, CrossModel
+from pldistill.params.config import Params
+from pldistill.params.sections import EvaluateParams
+from pldistill.params.train import TeacherMember
 from pldistill.teachers import Member, Teacher, calibrate
 from pldistill.training import FitResult, write_curves
 from pldistill.wrappers import train_model

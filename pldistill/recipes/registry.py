@@ -1,12 +1,13 @@
 """The recipe registry: ``get(params.recipe)``, what the stages teacher, label, distill and evaluate call.
 
-It imports every recipe module (so a stage that calls it depends on each); pldistill.names holds their
+It imports every recipe module (so a stage that calls it depends on each); pldistill.params.names holds their
 names alone, for validation (tests/test_recipes.py checks the two agree).
 """
 
 from __future__ import annotations
 
-from pldistill.recipes import RECIPES, augsbert, dse, rtt_ensemble, trans_encoder
+from pldistill.params.names import RECIPES
+from pldistill.recipes import augsbert, dse, rtt_ensemble, trans_encoder
 from pldistill.recipes.base import Recipe
 
 REGISTRY: dict[str, Recipe] = {m.RECIPE.name: m.RECIPE for m in (augsbert, trans_encoder, dse, rtt_ensemble)}

@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from pldistill import labelling, schemas, semantic
-from pldistill.config import Params, TrainParams
 from pldistill.io import atomic_dir
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder
+from pldistill.params.config import Params
+from pldistill.params.train import TrainParams
 from pldistill.recipes.base import DistillDirs, copy_dir, cycle_row, teacher_as_cross
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of

@@ -27,13 +27,14 @@ import pandas as pd
 
 from pldistill import cards, schemas
 from pldistill.cleaning import pair_keys
-from pldistill.config import Params, StepParams
 from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
 from pldistill.losses.cosine_mse import CosineMSELoss
 from pldistill.losses.soft_bce import SoftBCELoss
 from pldistill.metrics import split_scores
 from pldistill.models import BiEncoder, CrossModel
 from pldistill.numeric import sigmoid
+from pldistill.params.config import Params
+from pldistill.params.train import StepParams
 from pldistill.recipes.base import DistillDirs, Recipe, copy_dir, cycle_row
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of

@@ -1,4 +1,4 @@
-"""The names params.yaml may use for what a registry holds, at the bottom of the import graph: pldistill.validate
+"""The names params.yaml may use for what a registry holds, at the bottom of the import graph: pldistill.params.config
 checks a value against them without importing the code behind them, so checking params (every stage's first
 step) does not make a data stage depend on sampling or translation code. Each registry refuses a name missing
 here, and tests/test_recipes.py checks that the two agree.
@@ -44,5 +44,5 @@ def format_suffix(path: str) -> str:
 
 
 def registered() -> dict[str, tuple[str, ...]]:
-    """Each registry's names, keyed as the params validators ask for them (pldistill.params_data._registered)."""
+    """Each registry's names, keyed as the params validators ask for them (pldistill.params.data._registered)."""
     return {"recipe": RECIPES, "dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}

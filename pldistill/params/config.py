@@ -4,13 +4,14 @@ Every section is a pydantic model with ``extra="forbid"``: an unknown or misspel
 with a message naming the key, and a bad value names the key and what is allowed.
 
 Configuration is plain data at the bottom of the import graph: it imports no registry. The names only a
-registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) come in as
-``names`` (pldistill.validate hands over the registries' own), and are checked like any other value.
+registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) are checked like any
+other value, from pldistill.params.names (each registry holds exactly those; tests/test_recipes.py checks).
 
-The sections live in pldistill.params_base (what every section shares; data, adapt, augment, sample, label,
-evaluate), pldistill.params_train (the training sections) and each recipe's params module (its own section and its
-``RecipeSpec``: pldistill/recipes/<recipe>_params.py), all re-exported here. This module assembles them into
-``Params``, checks a run against its recipe's spec (it names no recipe), and loads params.yaml naming a bad key.
+The sections live in pldistill.params.data (what every section shares; data, adapt), pldistill.params.sections
+(augment, sample, label, evaluate, export), pldistill.params.train (the training sections) and
+pldistill.params.recipes (each recipe's own section and its ``RecipeSpec``); import a section from its module. This
+module assembles them into ``Params``, checks a run against its recipe's spec (it names no recipe), and is the one
+way to load params: ``load_params`` (params.yaml) and ``parse_params`` (a mapping), each naming a bad key.
 """
 
 from __future__ import annotations
@@ -20,76 +21,31 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from pldistill.defaults import DEFAULTS
-from pldistill.defaults_data import DEFAULTS as DATA_DEFAULTS
 from pldistill.errors import ConfigError
-from pldistill.params_base import (  # noqa: F401  (the sections, re-exported: pldistill.config is their one door)
-    BACKEND_EXTRAS,
-    BACKEND_NEEDS,
-    BACKENDS,
-    BF16_AS_PRECISION,
-    BUNDLED_MODELS,
-    CALIBRATIONS,
-    FAISS_INDEXES,
-    INFER_BATCH,
-    PAIR_SPLITS,
-    PRECISIONS,
-    TABLE_SUFFIXES,
-    TASKS,
-    TEACHER_KINDS,
+from pldistill.params.data import (
+    DEMO_SENTENCES,
     AdaptParams,
-    AugmentParams,
-    Backend,
-    Bf16,
-    BM25Params,
     DataParams,
-    EvaluateParams,
-    ExportParams,
-    ExtraSet,
-    InferenceParams,
-    KDEParams,
-    LabelParams,
     Names,
-    RandomParams,
-    RTTParams,
-    SampleParams,
-    SemanticParams,
-    SplitParams,
-    _infer_batch,
-    _installed,
-    _merged,
-    _model_spec,
-    _one_of,
     _registered,
     _Section,
-    install_hint,
-    is_table,
+    describe,
+    read_params,
 )
-from pldistill.params_data import DEMO_SENTENCES, describe, read_params
-from pldistill.params_train import (  # noqa: F401  (re-exported)
-    EMBED_LOSSES,
-    EMBED_SOURCES,
-    PROJECTIONS,
-    EmbedParams,
-    SharedStepParams,
-    StaticParams,
-    StepParams,
-    StudentParams,
-    TeacherMember,
-    TeacherParams,
-    TrainParams,
-)
-from pldistill.recipes.augsbert_params import RoundsParams
-from pldistill.recipes.dse_params import DSE_POOLINGS, DSEParams  # noqa: F401  (re-exported)
-from pldistill.recipes.ensemble_params import (  # noqa: F401  (re-exported)
-    POSITIVES,
-    EnsembleDistillParams,
+from pldistill.params.defaults import DEFAULTS
+from pldistill.params.defaults_data import DEFAULTS as DATA_DEFAULTS
+from pldistill.params.names import registered
+from pldistill.params.recipes import (
+    SPECS,
+    DSEParams,
     EnsembleParams,
-    SubParams,
+    RecipeSpec,
+    RoundsParams,
+    TransParams,
+    named,
 )
-from pldistill.recipes.spec import RecipeSpec
-from pldistill.recipes.specs import SPECS, named
-from pldistill.recipes.trans_params import MutualModel, TransParams  # noqa: F401  (re-exported)
+from pldistill.params.sections import AugmentParams, EvaluateParams, ExportParams, LabelParams, SampleParams
+from pldistill.params.train import EmbedParams, SharedStepParams, StaticParams, StepParams, StudentParams, TeacherParams
 
 
 class Params(_Section):
@@ -236,13 +192,14 @@ def _inherit(raw: dict, train: object, sections: list[tuple[str, ...]]) -> dict:
 
 def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:
     """Validate a params mapping; raise ConfigError naming every bad key. ``names``: the registries' names
-    (pldistill.validate.names()); a key whose registry is not among them is checked for its type only."""
+    (default: every registry's, pldistill.params.names.registered()); a key whose registry is not among them is
+    checked for its type only."""
     try:
-        return Params.model_validate(raw, context=names)
+        return Params.model_validate(raw, context=registered() if names is None else names)
     except ValidationError as err:
         raise ConfigError(describe(err, Path(path), Params)) from None
 
 
 def load_params(path: Path | str = "params.yaml", names: Names | None = None) -> Params:
-    """params.yaml, validated (``names``: as parse_params)."""
+    """params.yaml, validated (``names``: as parse_params). Every stage command loads its params here."""
     return parse_params(read_params(path), path, names)

@@ -5,7 +5,7 @@ valid key) for any model of its sections. Stage download loads seed, data and ad
 to the other sections' types leaves it cached.
 
 A section model holds types and checks, never a default: params.yaml is the one place a default lives, and
-pldistill/defaults_data.py (these sections) and pldistill/defaults.py (the others) are generated from it
+pldistill/params/defaults_data.py (these sections) and pldistill/params/defaults.py (the others) are generated from it
 (`python scripts/params_doc.py`). A section fills the keys it is not given from ``params_yaml``, its part of them."""
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from typing import ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from pldistill.defaults_data import DEFAULTS
 from pldistill.errors import ConfigError
-from pldistill.names import COMPRESSED_SUFFIXES, TABLE_SUFFIXES, format_suffix, registered
+from pldistill.params.defaults_data import DEFAULTS
+from pldistill.params.names import COMPRESSED_SUFFIXES, TABLE_SUFFIXES, format_suffix, registered
 
 PAIR_SPLITS = ("train", "dev", "test")
 TASKS = ("regression", "classification")
 RETIRED = {"trainer": "every training runs on sentence-transformers' trainers now; delete the key"}  # gone: why
 
 
-# The values a registry defines (a pldistill.validate.names() key each): checked only when ``names`` holds them.
+# The values a registry defines (a pldistill.params.names.registered() key each): checked only when ``names``
+# holds them.
 Names = dict[str, tuple[str, ...]]
 
 
@@ -272,7 +273,7 @@ def read_params(path: Path | str = "params.yaml") -> dict:
 # misspelt key anywhere still stops `dvc repro` before any work)
 
 class DataSections(_Section):
-    """seed, data and adapt, as pldistill.config.Params holds them; the other sections are not read."""
+    """seed, data and adapt, as pldistill.params.config.Params holds them; the other sections are not read."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
     params_yaml = DEFAULTS

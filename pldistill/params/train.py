@@ -1,7 +1,7 @@
 """The training sections of params.yaml: section train, the keys every training inherits (SharedStepParams); the
 steps of any one training (StepParams); a trained model's (TrainParams: teacher, student), the static student's and
-the embedding step's. Each recipe's own section is in its params module (pldistill/recipes/<recipe>_params.py);
-pldistill.config assembles them all into one Params."""
+the embedding step's. Each recipe's own section is in pldistill.params.recipes;
+pldistill.params.config assembles them all into one Params."""
 
 from __future__ import annotations
 
@@ -10,19 +10,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pldistill.defaults import DEFAULTS
-from pldistill.names import format_suffix
-from pldistill.params_base import (
-    BF16_AS_PRECISION,
-    CALIBRATIONS,
-    PRECISIONS,
-    TABLE_SUFFIXES,
-    TEACHER_KINDS,
-    Bf16,
-    _model_spec,
-    _one_of,
-    _Section,
-)
+from pldistill.params.data import _one_of, _Section
+from pldistill.params.defaults import DEFAULTS
+from pldistill.params.names import TABLE_SUFFIXES, format_suffix
+from pldistill.params.sections import BF16_AS_PRECISION, CALIBRATIONS, PRECISIONS, TEACHER_KINDS, Bf16, _model_spec
 
 
 class SharedStepParams(_Section):

@@ -1,6 +1,6 @@
 """The sections of params.yaml that say how models score and what is sampled: augment, sample, label and evaluate
-(pldistill.config assembles them into one Params, with data and adapt from pldistill.params_data, re-exported here
-with what every section shares)."""
+(pldistill.params.config assembles them into one Params, with data and adapt from pldistill.params.data, which holds
+what every section shares)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,14 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from pldistill.defaults import DEFAULTS
-from pldistill.names import BUNDLED_MODELS, EXPORT_FORMATS
-from pldistill.params_data import (  # noqa: F401  (re-exported: the shared section base and the data sections)
-    PAIR_SPLITS,
-    TABLE_SUFFIXES,
-    TASKS,
-    AdaptParams,
+from pldistill.params.data import (
     DataParams,
-    Names,
-    SplitParams,
-    _merged,
     _one_of,
     _registered,
     _Section,
-    is_table,
 )
+from pldistill.params.defaults import DEFAULTS
+from pldistill.params.names import BUNDLED_MODELS, EXPORT_FORMATS
 
 FAISS_INDEXES = ("flat", "torch", "ivf", "hnsw")
 TEACHER_KINDS = ("cross", "bi")  # a teacher member: a cross-encoder (sigmoid of its logit) or a bi-encoder (cosine)

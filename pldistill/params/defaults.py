@@ -1,6 +1,6 @@
-"""The defaults of every section but seed, data and adapt (pldistill/defaults_data.py), as params.yaml holds them:
-generated from params.yaml by `python scripts/params_doc.py`. Do not edit it: params.yaml is the one place a default
-lives, and tests/test_params_yaml.py fails when this file drifts from it."""
+"""The defaults of every section but seed, data and adapt (pldistill/params/defaults_data.py), as params.yaml holds
+them: generated from params.yaml by `python scripts/params_doc.py`. Do not edit it: params.yaml is the one place a
+default lives, and tests/test_params_yaml.py fails when this file drifts from it."""
 
 DEFAULTS = {
     'cycles': 1,
