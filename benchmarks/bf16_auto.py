@@ -1,7 +1,7 @@
 """bf16 autocast against fp32 on this CPU: the probe `bf16: auto` decides by, and a real encode, timed in turns.
 
 `bf16: auto` turns autocast on only where the CPU has native bf16 units (amx_bf16 / avx512_bf16) *and* a bf16
-matmul runs at least ``BF16_MARGIN`` times faster than fp32's (pldistill.device.bf16_auto). This prints the
+matmul runs at least ``BF16_MARGIN`` times faster than fp32's (pldistill.base.device.bf16_auto). This prints the
 flags, the probe's speed-up, and the speed-up of encoding real sentences with a whole model, fp32 and bf16
 autocast in alternating rounds (the median of the per-round ratios), so the probe can be checked against the
 work it stands for. The store's kept decision is neither read nor written.
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
-from pldistill.device import BF16_MARGIN, bf16_speedup, cpu_flags, native_bf16
-from pldistill.models import BiEncoder
+from pldistill.base.device import BF16_MARGIN, bf16_speedup, cpu_flags, native_bf16
+from pldistill.models.encoders import BiEncoder
 
 
 def sentences(path: Path, n: int) -> list[str]:

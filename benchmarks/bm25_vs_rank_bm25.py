@@ -16,8 +16,9 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 from tqdm.auto import tqdm
 
-from pldistill import datasets
-from pldistill.bm25 import BM25Index, tokenize
+from pldistill.base.cleaning import tokenize
+from pldistill.data import datasets
+from pldistill.pairs.bm25 import BM25Index
 from pldistill.params.config import parse_params
 
 

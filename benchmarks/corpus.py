@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill.io import atomic_path, write_json
+from pldistill.base.io import atomic_path, write_json
 
 MIN_CHARS, MAX_CHARS = 20, 300
 FETCH_TIMEOUT_S = 600

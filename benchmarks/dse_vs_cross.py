@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from sampling_scale import corpus  # run as a script: benchmarks/ is on sys.path
 
-from pldistill.dse import DSE
-from pldistill.models import CrossModel, native_bf16
+from pldistill.models.dse import DSE
+from pldistill.models.encoders import CrossModel, native_bf16
 
 QUERY = "A man is playing a guitar on the stage."
 

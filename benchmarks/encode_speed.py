@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from pldistill import schemas
-from pldistill.device import cpu_flags
-from pldistill.models import BiEncoder, native_bf16
+from pldistill.base import schemas
+from pldistill.base.device import cpu_flags
+from pldistill.models.encoders import BiEncoder, native_bf16
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The student's lead over its gold-only baseline and its teacher, with a paired-bootstrap 95% interval, for DVC
 experiments: read back from each experiment's `metrics/plots/test-predictions.csv` (git holds it in the experiment's
-commit), scored as stage evaluate scores eval.json's `gain` (pldistill.metrics.paired_gain). For experiments run
+commit), scored as stage evaluate scores eval.json's `gain` (pldistill.base.metrics.paired_gain). For experiments run
 before eval.json carried `gain`; a newer one has it in `dvc exp show` already (gain.gold.test.spearman, .low, .high).
 
     python benchmarks/exp_gains.py default-wise-s42 corpus-wise-s42 HEAD   # experiment names, or a git revision
@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 
-from pldistill.metrics import paired_gain
+from pldistill.base.metrics import paired_gain
 
 PREDICTIONS = "metrics/plots/test-predictions.csv"  # columns gold, bi (student), cross (teacher), start, gold_bi
 

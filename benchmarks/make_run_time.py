@@ -37,7 +37,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from pldistill.device import cpu_flags  # noqa: E402 -- benchmarks/ is a folder of scripts, not a package
+from pldistill.base.device import cpu_flags  # noqa: E402 -- benchmarks/ is a folder of scripts, not a package
 
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 MODES = {"native": {}, "avx2": AVX2}

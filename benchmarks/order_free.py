@@ -1,5 +1,5 @@
 """What word order is worth to a bi-encoder: its Spearman on a pairs file as is, and with each pair's words shuffled
-(the mean of --shuffles shuffles, drawn from --seed; pldistill.metrics.order_free, as stage evaluate's
+(the mean of --shuffles shuffles, drawn from --seed; pldistill.base.metrics.order_free, as stage evaluate's
 baseline.order_free). A static student (a mean of token vectors) reads no word order at all.
 
     python benchmarks/order_free.py --model bundled:all-MiniLM-L6-v2 --pairs data/clean/test.parquet --shuffles 8
@@ -12,9 +12,9 @@ import json
 
 import numpy as np
 
-from pldistill import schemas
-from pldistill.metrics import correlation, order_free
-from pldistill.models import BiEncoder
+from pldistill.base import schemas
+from pldistill.base.metrics import correlation, order_free
+from pldistill.models.encoders import BiEncoder
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Wall time of stages `label` and `gold` on 1 and 2 processes (params `processes`), started as dvc.yaml starts
-them (`python -m pldistill.launch stages.<name> ...`), on STS-B pairs and the bundled MiniLM.
+them (`python -m pldistill.run.launch stages.<name> ...`), on STS-B pairs and the bundled MiniLM.
 
     python benchmarks/processes.py --stsb data/downloads/Stsbenchmark.tar.gz --work /tmp/processes \
         --pairs 4000 --train 1000
@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from pldistill import schemas
-from pldistill.datasets import load
-from pldistill.io import machine_path
-from pldistill.models import CrossModel
+from pldistill.base import schemas
+from pldistill.base.io import machine_path
+from pldistill.data.datasets import load
+from pldistill.models.encoders import CrossModel
 from pldistill.params.config import parse_params
 from pldistill.params.data import DataParams
-from pldistill.teachers import Calibration, Member, Teacher
+from pldistill.teach.teachers import Calibration, Member, Teacher
 
 RUNS = [("1 process, 1 thread", 1, 1), ("1 process, 2 threads", 1, 2), ("2 processes, 1 thread each", 2, 1)]
 
@@ -71,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     w = args.work
     inputs(args.stsb, w, args.pairs, args.train, args.seed)
-    launch = [sys.executable, "-m", "pldistill.launch"]
+    launch = [sys.executable, "-m", "pldistill.run.launch"]
     rows, silver, best = [], {}, {}
     for name, processes, threads in RUNS:
         out = w / f"p{processes}t{threads}"

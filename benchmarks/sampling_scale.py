@@ -39,8 +39,8 @@ def peak_mb() -> float:
 
 
 def corpus(stsb: str, n: int, seed: int) -> list[str]:
-    from pldistill import datasets
-    from pldistill.bm25 import tokenize
+    from pldistill.base.cleaning import tokenize
+    from pldistill.data import datasets
     from pldistill.params.config import parse_params
 
     loaded = datasets.load(parse_params({"data": {"dataset": "stsb", "source": stsb}}).data, 0)
@@ -61,7 +61,8 @@ def corpus(stsb: str, n: int, seed: int) -> list[str]:
 def run_bm25(sentences: list[str], k: int, chunk: int) -> dict:
     from rank_bm25 import BM25Okapi
 
-    from pldistill.bm25 import BM25Index, tokenize
+    from pldistill.base.cleaning import tokenize
+    from pldistill.pairs.bm25 import BM25Index
 
     tokens = [tokenize(s) for s in sentences]
     base = peak_mb()
@@ -90,7 +91,7 @@ def run_bm25(sentences: list[str], k: int, chunk: int) -> dict:
 
 
 def run_encode(sentences: list[str], batch: int, n_total: int, seed: int) -> dict:
-    from pldistill.models import BiEncoder
+    from pldistill.models.encoders import BiEncoder
 
     model = BiEncoder.load("bundled:all-MiniLM-L6-v2")
     base = peak_mb()
@@ -107,8 +108,8 @@ def run_encode(sentences: list[str], batch: int, n_total: int, seed: int) -> dic
 
 
 def run_faiss(k: int, chunk: int, method: str) -> dict:
+    from pldistill.pairs.semantic import neighbours
     from pldistill.params.config import parse_params
-    from pldistill.semantic import neighbours
 
     emb = np.load(OUT / "emb.npy")
     base = peak_mb()

@@ -23,10 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import cleaning, cut, datasets, wrappers
-from pldistill.metrics import split_scores
+from pldistill.base import cleaning
+from pldistill.base.metrics import split_scores
+from pldistill.data import datasets
 from pldistill.params.config import load_params
 from pldistill.params.data import DataParams
+from pldistill.students import cut
+from pldistill.train import wrappers
 
 
 def stsb(path: str, seed: int) -> dict:

@@ -28,7 +28,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pldistill.export import BACKEND, FILES, STATIC  # noqa: E402  (after the path: run as a script)
+from pldistill.ship.export import BACKEND, FILES, STATIC  # noqa: E402  (after the path: run as a script)
 
 SCRIPT = r'''
 import csv, json, sys

@@ -39,10 +39,11 @@ import torch
 import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 
-from pldistill import embedding, schemas
-from pldistill.cut import STATIC_DIR, start_directions
-from pldistill.metrics import correlation, order_free
-from pldistill.numeric import l2_normalise
+from pldistill.base import schemas
+from pldistill.base.metrics import correlation, order_free
+from pldistill.base.numeric import l2_normalise
+from pldistill.students import embedding
+from pldistill.students.cut import STATIC_DIR, start_directions
 
 OUTS = ("models/cut", "data/embed", "data/clean", "data/pseudo")
 Ids = list[list[int]]  # token ids, one list per sentence

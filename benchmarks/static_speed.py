@@ -3,7 +3,7 @@
 Stage evaluate times every model at one batch size (``evaluate.batch_size``, 64 on a CPU). A transformer on a CPU
 is about as fast at 64 as at any size, but a static model spends most of a batch of 64 on per-batch overhead
 (tokeniser call, Python, module calls), so users of static models encode in larger batches (Model2Vec's default is
-1,024). This times both models at each size, in turns (pldistill.speed: each turn repeated until
+1,024). This times both models at each size, in turns (pldistill.ship.speed: each turn repeated until
 ``--min-seconds`` have gone, the ratio the median over rounds; the tokenizers library parallel, its default), and
 the ratio of each model at its own best size (those measured in different turns).
 
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from pldistill import schemas, speed
-from pldistill.device import cpu_flags
-from pldistill.models import BiEncoder
+from pldistill.base import schemas
+from pldistill.base.device import cpu_flags
+from pldistill.models.encoders import BiEncoder
+from pldistill.ship import speed
 
 
 def main() -> None:

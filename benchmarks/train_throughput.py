@@ -3,7 +3,7 @@ training), same pairs, same machine, in one run.
 
     python benchmarks/train_throughput.py --stsb data/downloads/Stsbenchmark.tar.gz --before d8ae094
 
-Both sides train the same thing through the project's one way in (``pldistill.training.start`` with
+Both sides train the same thing through the project's one way in (``pldistill.train.training.start`` with
 ``pair_loss``): the bundled all-MiniLM-L6-v2 as a bi-encoder, the first ``--pairs`` STS-B training
 pairs (scores in [0, 1]), cosine MSE, 1 epoch, batch 16, lr 2e-5, length 128, random batches, one dev evaluation
 (24 dev pairs) at the end, seed 42. ``--before`` is checked out into a temporary git worktree; each side runs in a
@@ -33,11 +33,11 @@ SIDE = r"""
 import json, sys, time
 import pandas as pd, torch
 try:  # its module since the layout change; before it, the losses package
-    from pldistill.losses.pair import pair_loss
+    from pldistill.train.losses.pair import pair_loss
 except ImportError:
-    from pldistill.losses import pair_loss
-from pldistill.models import BiEncoder
-from pldistill.training import start
+    from pldistill.train.losses import pair_loss
+from pldistill.models.encoders import BiEncoder
+from pldistill.train.training import start
 from pldistill.params.config import parse_params
 pairs, threads = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(threads)
@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from pldistill.device import cpu_flags
+    from pldistill.base.device import cpu_flags
 
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
         pairs, before = Path(tmp) / "pairs.json", Path(tmp) / "before"

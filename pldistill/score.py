@@ -13,10 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from pldistill.errors import DataError, ModelError
-from pldistill.export import FILES, HEADS, STATIC, ExportError
-from pldistill.io import atomic_path
-from pldistill.reading import read_table
+from pldistill.base.errors import DataError, ModelError
+from pldistill.base.io import atomic_path
+from pldistill.data.reading import read_table
+from pldistill.ship.export import FILES, HEADS, STATIC, ExportError
 
 
 def form(folder: Path) -> str:
@@ -35,14 +35,14 @@ def open_model(folder: Path):
     """The folder's model, with ``score(s1, s2)`` as stage evaluate calls it."""
     fmt = form(folder)
     if fmt != "torch":
-        from pldistill.served import Served
+        from pldistill.ship.served import Served
 
         return Served(folder, fmt)
     if any((folder / head).is_dir() for head in HEADS):
-        from pldistill.dse import DSE
+        from pldistill.models.dse import DSE
 
         return DSE.load(folder)
-    from pldistill.models import BiEncoder
+    from pldistill.models.encoders import BiEncoder
 
     return BiEncoder.load(str(folder))
 

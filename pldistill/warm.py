@@ -3,12 +3,12 @@
 sentence-transformers again: 6 to 8 s a stage on a 2-core CPU, seven times in a run of the default pipeline.
 
 Here a server imports them once, beside ``dvc repro``. Each stage's process (``python -m stages.<name>`` or
-``python -m pldistill.launch stages.<name>``, as dvc.yaml says) hands its command, working directory,
+``python -m pldistill.run.launch stages.<name>``, as dvc.yaml says) hands its command, working directory,
 environment and standard streams to the server as soon as the ``stages`` package is imported
 (``hand_over``), and waits; the server forks a copy of itself that runs the command as that process would
 have, and sends back its exit code, which the waiting process exits with. Everything else is as without
 it: the same commands, outputs and lock; Ctrl-C and SIGTERM reach the stage (the waiting process forwards
-them); a stage whose waiting process is gone stops as one whose ``dvc repro`` is gone (pldistill.runtime).
+them); a stage whose waiting process is gone stops as one whose ``dvc repro`` is gone (pldistill.run.runtime).
 A light stage (check, download, augment, sample: no torch at the top; handover.LIGHT) that starts while the
 server is still importing runs in its own process at once instead of waiting.
 
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pldistill.handover import SOCKET_ENV, die_with_parent, entry, ready_path, receive, send
+from pldistill.run.handover import SOCKET_ENV, die_with_parent, entry, ready_path, receive, send
 
 PRELOAD = ("torch", "transformers", "sentence_transformers", "pandas", "pyarrow.parquet", "scipy.stats",
            "pydantic", "yaml", "dvclive")
@@ -68,8 +68,8 @@ def decline_reason(request: dict, env: dict[str, str]) -> str | None:
 
 
 def _watch_client(pid: int) -> None:
-    """Have pldistill.runtime watch ``pid`` (the stage's own process, waiting) as the stage's parent."""
-    from pldistill import runtime
+    """Have pldistill.run.runtime watch ``pid`` (the stage's own process, waiting) as the stage's parent."""
+    from pldistill.run import runtime
     runtime.watch_parent(pid)
 
 

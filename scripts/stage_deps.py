@@ -23,10 +23,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the project's package
 
-from pldistill.imports import PACKAGES, closure, imports, modules  # noqa: E402 (after the path)
+from pldistill.base.imports import PACKAGES, closure, imports, modules  # noqa: E402 (after the path)
 
 __all__ = ["PACKAGES", "closure", "imports", "modules"]
-LAUNCHER = "pldistill.launch"  # `python -m pldistill.launch stages.<name> ...`: runs the launcher, then the stage
+# `python -m pldistill.run.launch stages.<name> ...`: runs the launcher, then the stage
+LAUNCHER = "pldistill.run.launch"
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cleaning, datasets, rtt, schemas
-from pldistill.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
-from pldistill.io import write_note_dir, write_report
+from pldistill.base import cleaning, schemas
+from pldistill.base.io import write_note_dir, write_report
+from pldistill.data import datasets, rtt
+from pldistill.data.datasets import SOURCE_DIR, SPLITS, DataError, check_splits
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
+from pldistill.run.runtime import main
 
 
 def clean_splits(raw: Path, out: Path, params: Params, splits: tuple[str, ...] = SPLITS) -> dict:

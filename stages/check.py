@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill.io import write_json
+from pldistill.base.io import write_json
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
+from pldistill.run.runtime import main
 
 
 def check(params: Params, report: Path) -> dict:

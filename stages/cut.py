@@ -1,7 +1,7 @@
-"""cut: the student's start (pldistill.cut). With ``student.layers: auto``, every cut of ``student.keep`` layers of
-``student.model`` is scored untrained on the dev pairs and the best kept; the ranking is ``models/cut/cut.json``,
-read by stages gold, embed, distill and evaluate. With layers given (or null) it only records them. With
-``student.kind: static``, it distils the static start from a transformer (pldistill.static) into
+"""cut: the student's start (pldistill.students.cut). With ``student.layers: auto``, every cut of ``student.keep``
+layers of ``student.model`` is scored untrained on the dev pairs and the best kept; the ranking is
+``models/cut/cut.json``, read by stages gold, embed, distill and evaluate. With layers given (or null) it only records
+them. With ``student.kind: static``, it distils the static start from a transformer (pldistill.students.static) into
 ``models/cut/static``, token weights counted on the sentences stage embed learns; with ``static.finetune`` epochs,
 that transformer first learns the gold pairs (``models/cut/source``, the space the start and stage embed's target
 then lie in)."""
@@ -14,19 +14,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cut as cutting
-from pldistill import schemas, static_choice
-from pldistill.cards import card, fit_facts
-from pldistill.console import detail
-from pldistill.datasets import gold_dir
-from pldistill.io import atomic_dir, write_json, write_report
-from pldistill.models import BiEncoder
+from pldistill.base import schemas
+from pldistill.base.cards import card, fit_facts
+from pldistill.base.console import detail
+from pldistill.base.io import atomic_dir, write_json, write_report
+from pldistill.base.seeding import seed_all
+from pldistill.data.datasets import gold_dir
+from pldistill.data.sentences import gather as sentences_of
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import Params, load_params
 from pldistill.params.train import TrainParams
-from pldistill.runtime import main
-from pldistill.seeding import seed_all
-from pldistill.sentences import gather as sentences_of
-from pldistill.wrappers import train_model
+from pldistill.run.runtime import main
+from pldistill.students import cut as cutting
+from pldistill.students import static_choice
+from pldistill.train.wrappers import train_model
 
 # The teacher section's keys static.finetune trains at (dvc.yaml tracks each for this stage): read key by key, not
 # the section's overrides of train's keys, which DVC cannot track
@@ -61,8 +62,8 @@ def finetuned(params: Params, clean: Path, dev: pd.DataFrame, spec: str, out: Pa
 
 def static_start(params: Params, clean: Path, dev: pd.DataFrame, tmp: Path, out: Path) -> dict:
     """Distil the static start into ``tmp``/static (from static.model, fine-tuned on gold first into
-    ``tmp``/source with static.finetune; of several candidates, the best on dev: pldistill.static_choice); return
-    what stage cut records (cut.json). ``out``: the folder ``tmp`` becomes, as the later stages name it."""
+    ``tmp``/source with static.finetune; of several candidates, the best on dev: pldistill.students.static_choice);
+    return what stage cut records (cut.json). ``out``: the folder ``tmp`` becomes, as the later stages name it."""
     st = params.static
     specs, skipped = static_choice.available(params)
     sentences: list[str] = []
@@ -114,8 +115,8 @@ def _save(params: Params, kept: static_choice.Candidate, sources: int, tmp: Path
             shutil.rmtree(tmp / f"{cutting.SOURCE_DIR}-{i}", ignore_errors=True)
     kept.start.save(tmp / cutting.STATIC_DIR, card("Static start", "bi", kept.spec, {
         "dataset": params.data.name, **{k: v for k, v in facts.items() if k not in ("from", "dev", "whole_dev")}},
-        "Token vectors distilled from the transformer as Model2Vec does (pldistill/static.py): a sentence is the "
-        "mean of its tokens' vectors; stages embed and distill train it next."))
+        "Token vectors distilled from the transformer as Model2Vec does (pldistill/students/static.py): a sentence is "
+        "the mean of its tokens' vectors; stages embed and distill train it next."))
     if kept.directions is not None:
         np.save(tmp / cutting.DIRECTIONS_FILE, kept.directions, allow_pickle=False)  # in tmp: written whole
     origin = f"{kept.spec} fine-tuned on gold ({st.finetune} epochs)" if st.finetune else kept.spec

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed
-from pldistill.cut import resolve
-from pldistill.io import write_report
+from pldistill.base.io import write_report
 from pldistill.params.config import Params, load_params
 from pldistill.recipes import registry
 from pldistill.recipes.base import DistillDirs
-from pldistill.runtime import main
-from pldistill.stage_training import TRAINING
+from pldistill.run import distributed
+from pldistill.run.runtime import main
+from pldistill.students.cut import resolve
+from pldistill.train.stage_training import TRAINING
 
 
 def distill(params: Params, clean: Path, pairs: Path, silver: Path, teacher: Path, pseudo: Path, bi: Path,

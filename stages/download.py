@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import datasets, schemas
-from pldistill.io import write_report
+from pldistill.base import schemas
+from pldistill.base.io import write_report
+from pldistill.data import datasets
 from pldistill.params.data import DataParams, DataSections, load_data_sections
-from pldistill.runtime import main
+from pldistill.run.runtime import main
 
 FIX = ("Add pairs (with varied scores) to the table; for a table we split, data.split sets the dev and test "
        "fractions, and data.max_train must leave train at least 2")

@@ -1,4 +1,4 @@
-"""embed: embedding distillation (pldistill.embedding). The teacher (or the bi-encoder embed.teacher names)
+"""embed: embedding distillation (pldistill.students.embedding). The teacher (or the bi-encoder embed.teacher names)
 embeds the sentences once (data/embed/teacher.parquet, a versioned artifact), and the student (student.model,
 student.layers) learns those embeddings for embed.epochs; stage distill then starts from models/embed. With
 embed.epochs 0, or a recipe that distils in its own way (trans-encoder, rtt-ensemble), it writes notes and the
@@ -9,19 +9,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pldistill import cards, embedding, schemas
-from pldistill.cut import resolve, start_directions
-from pldistill.datasets import gold_dir
-from pldistill.device import peak_rss_mb
-from pldistill.io import write_csv_rows, write_note_dir, write_report
-from pldistill.metrics import split_scores
-from pldistill.models import BiEncoder
+from pldistill.base import cards, schemas
+from pldistill.base.device import peak_rss_mb
+from pldistill.base.io import write_csv_rows, write_note_dir, write_report
+from pldistill.base.metrics import split_scores
+from pldistill.base.seeding import seed_all
+from pldistill.data.datasets import gold_dir
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import Params, load_params
 from pldistill.params.recipes import SPECS
-from pldistill.runtime import main
-from pldistill.seeding import seed_all
-from pldistill.stage_training import TRAINING
-from pldistill.teachers import Teacher
+from pldistill.run.runtime import main
+from pldistill.students import embedding
+from pldistill.students.cut import resolve, start_directions
+from pldistill.teach.teachers import Teacher
+from pldistill.train.stage_training import TRAINING
 
 PROJECTED = {"none": "", "pca": " (teacher projected by PCA)",
              "start": " (teacher projected by the static start's PCA directions)"}
@@ -49,7 +50,8 @@ def embed_teacher(params: Params) -> str | None:
     stage teacher's bi-encoders (None)."""
     spec = params.embed.teacher
     if spec == "auto" and params.student.kind == "static":
-        return params.static.model  # resolved (pldistill.cut.resolve): the transformer the static start came from
+        # resolved (pldistill.students.cut.resolve): the transformer the static start came from
+        return params.static.model
     if spec == "auto":
         return params.student.model if params.student.layers is not None else None
     return spec

@@ -4,7 +4,7 @@ Regression: Spearman (primary) and Pearson x100; baselines: the untrained start,
 overlap (Jaccard). Classification: AUC (primary), AUC(0.05), and F1 and accuracy at the threshold that
 maximises F1 on dev (the same threshold applied to test); one more baseline, the majority label.
 Speed: the student, its start, the gold-only baseline and the teacher score the same test pairs in turns with
-the student's whole starting model (pldistill.speed); each block gets ``speed``, the ratio to that model."""
+the student's whole starting model (pldistill.ship.speed); each block gets ``speed``, the ratio to that model."""
 
 from __future__ import annotations
 
@@ -17,19 +17,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pldistill import cleaning, datasets, schemas, scoring, speed
-from pldistill.bundled import resolve as resolve_spec
-from pldistill.console import detail
-from pldistill.cut import resolve
-from pldistill.device import cpu_flags
-from pldistill.export import MANIFEST
-from pldistill.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
-from pldistill.metrics import best_threshold, classification, correlation, jaccard, order_free, paired_gain
-from pldistill.models import BiEncoder
+from pldistill.base import cleaning, schemas
+from pldistill.base.bundled import resolve as resolve_spec
+from pldistill.base.console import detail
+from pldistill.base.device import cpu_flags
+from pldistill.base.io import atomic_dir, machine_path, write_csv_rows, write_json, write_report
+from pldistill.base.metrics import best_threshold, classification, correlation, jaccard, order_free, paired_gain
+from pldistill.data import datasets
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import Params, load_params
 from pldistill.params.sections import EvaluateParams, ExtraSet
-from pldistill.runtime import main
-from pldistill.served import Served, serve_copy
+from pldistill.run.runtime import main
+from pldistill.ship import speed
+from pldistill.ship.export import MANIFEST
+from pldistill.ship.served import Served, serve_copy
+from pldistill.students.cut import resolve
+from pldistill.teach import scoring
 
 
 def _blocks(kind: scoring.TeacherKind, models: dict, splits: dict[str, pd.DataFrame], train: pd.DataFrame, task: str,
@@ -107,7 +110,7 @@ def _place(result: dict, name: str) -> dict:
 def _speeds(params: Params, reference: str, models: dict, served: dict, result: dict, test: pd.DataFrame,
             plots: Path | None) -> dict:
     """Time the models and the exports (``served``) against ``reference`` whole in torch fp32 (evaluate.speed_*
-    settings, pldistill.speed): ``speed`` and its interval into each one's block of ``result``, a point per model
+    settings, pldistill.ship.speed): ``speed`` and its interval into each one's block of ``result``, a point per model
     (test score, speed) into ``plots`` for `dvc plots`; return the details for the machine report ({} when off)."""
     ep, sp = params.evaluate, params.student
     if ep.speed_pairs == 0:
@@ -123,7 +126,7 @@ def _speeds(params: Params, reference: str, models: dict, served: dict, result: 
         timing = {**everyone, **{f"export/{f}": Served(m.folder, f) for f, m in served.items()}}
     timed = speed.ratios(whole, timing, s1, s2, ep.batch_size, False, ep.speed_rounds, ep.speed_min_seconds,
                          sizes, ep.speed_chunk, params.seed, ep.speed_threads)
-    for t in timed.values():  # pldistill.speed's twins, by the names of the plots
+    for t in timed.values():  # pldistill.ship.speed's twins, by the names of the plots
         if "timed_as" in t:
             t["timed_as"] = PLOT_NAMES.get(t["timed_as"], t["timed_as"] if t["timed_as"] in everyone else "reference")
     primary = "spearman" if "spearman" in result["bi"]["test"] else "auc"

@@ -1,5 +1,5 @@
 """export: the student (models/bi) in the forms a serving stack loads as they are, each in models/export/<format>
-(pldistill.export): ONNX (fp32, graph-optimised; int8), OpenVINO (fp32; int8, calibrated on the training sentences)
+(pldistill.ship.export): ONNX (fp32, graph-optimised; int8), OpenVINO (fp32; int8, calibrated on the training sentences)
 for a transformer student; Model2Vec's layout (float32, float16, int8) for a static one.
 
 A format that cannot be made (a package not installed, an operation its exporter cannot take) is recorded with its
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import export as ex
-from pldistill import schemas
-from pldistill.console import detail
-from pldistill.io import atomic_dir, write_report
+from pldistill.base import schemas
+from pldistill.base.console import detail
+from pldistill.base.io import atomic_dir, write_report
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
+from pldistill.run.runtime import main
+from pldistill.ship import export as ex
 
 
 def _chosen(params: Params) -> tuple[list[str], dict[str, str]]:

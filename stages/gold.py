@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import cards, distributed, schemas
-from pldistill.cut import resolve
-from pldistill.datasets import gold_dir
-from pldistill.io import write_report
+from pldistill.base import cards, schemas
+from pldistill.base.io import write_report
+from pldistill.data.datasets import gold_dir
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
-from pldistill.stage_training import TRAINING
-from pldistill.wrappers import train_model
+from pldistill.run import distributed
+from pldistill.run.runtime import main
+from pldistill.students.cut import resolve
+from pldistill.train.stage_training import TRAINING
+from pldistill.train.wrappers import train_model
 
 
 def gold(params: Params, clean: Path, out: Path, report: Path, curve: Path, cut: Path | None = None) -> dict:

@@ -1,5 +1,5 @@
 """label: the recipe's teacher labels what the student will learn, as the recipe's spec says
-(pldistill.labelling.label): the candidate pairs into data/silver/silver.parquet, streamed chunk by chunk (`kde`
+(pldistill.teach.labelling.label): the candidate pairs into data/silver/silver.parquet, streamed chunk by chunk (`kde`
 then keeps the pairs that make the silver scores match the gold distribution); DSE also the gold pairs' logits;
 rtt-ensemble the corpus sentences' embeddings (data/silver/ensemble.parquet) instead; trans-encoder nothing (its
 cycles label inside stage distill). Writes the silver-vs-gold diagnostics. Imports no training code."""
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed, labelling
-from pldistill.io import write_report
+from pldistill.base.io import write_report
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
+from pldistill.run import distributed
+from pldistill.run.runtime import main
+from pldistill.teach import labelling
 
 
 def label(params: Params, clean: Path, pairs: Path, teacher: Path, silver_dir: Path, report: Path,

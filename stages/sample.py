@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import sampling, schemas
-from pldistill.cleaning import distinct
-from pldistill.io import write_report
+from pldistill.base import schemas
+from pldistill.base.cleaning import distinct
+from pldistill.base.io import write_report
+from pldistill.base.seeding import numpy_rng
+from pldistill.data.sentences import corpus_sentences
+from pldistill.pairs import sampling
 from pldistill.params.config import Params, load_params
-from pldistill.runtime import main
-from pldistill.seeding import numpy_rng
-from pldistill.sentences import corpus_sentences
+from pldistill.run.runtime import main
 
 
 def semantic(strategy: str) -> bool:
@@ -28,7 +29,9 @@ def encoder(params: Params, gold_model: Path) -> tuple[str, Callable[[list[str]]
     spec = str(gold_model) if sp.encoder == "gold" else sp.encoder
 
     def encode(texts: list[str]) -> np.ndarray:
-        from pldistill.models import BiEncoder  # sentence-transformers: ~10 s to import, for semantic search only
+        from pldistill.models.encoders import (
+            BiEncoder,  # sentence-transformers: ~10 s to import, for semantic search only
+        )
 
         model = BiEncoder.load(spec, sp.max_length, sp.trust_remote_code)
         return model.encode(texts, sp.batch_size, sp.bf16, progress=True)

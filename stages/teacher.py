@@ -1,18 +1,18 @@
 """teacher: the model(s) that label pairs for the student, as the recipe makes them (pldistill.recipes).
 Augmented SBERT and DSE: teacher members fine-tuned on the gold pairs or used as given, each calibrated
-onto the gold scale on dev (pldistill.teachers); rtt-ensemble: its contrastive sub-models;
+onto the gold scale on dev (pldistill.teach.teachers); rtt-ensemble: its contrastive sub-models;
 trans-encoder: none (a note)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pldistill import distributed
-from pldistill.io import write_report
+from pldistill.base.io import write_report
 from pldistill.params.config import Params, load_params
 from pldistill.recipes import registry
-from pldistill.runtime import main
-from pldistill.stage_training import TRAINING
+from pldistill.run import distributed
+from pldistill.run.runtime import main
+from pldistill.train.stage_training import TRAINING
 
 
 def teacher(params: Params, clean: Path, out: Path, report: Path, curve: Path) -> dict:

@@ -483,16 +483,16 @@ def chains(tmp_path_factory, tiny_model_dir) -> Iterator[Callable[[str], Chain]]
 
 
 def fit(module, loss, texts, target, dev_score, params, generator, desc="train", lr_by_prefix=None, lengths=None):
-    """A run on the Trainer, started and finished (pldistill.training's ``Run``), for tests of the engine itself
-    with a dev score of their own; the pipeline goes in through pldistill.training's ``start``."""
-    from pldistill.training import Run
+    """A run on the Trainer, started and finished (pldistill.train.training's ``Run``), for tests of the engine itself
+    with a dev score of their own; the pipeline goes in through pldistill.train.training's ``start``."""
+    from pldistill.train.training import Run
 
     seed = int(torch_randint(generator))
     return Run(loss, texts, target, dev_score, params, seed, desc, lr_by_prefix, lengths).finish()
 
 
 def torch_randint(generator) -> int:
-    """The Trainer's seed drawn from a test's generator, as pldistill.training's ``start`` draws it."""
+    """The Trainer's seed drawn from a test's generator, as pldistill.train.training's ``start`` draws it."""
     import torch
 
     return int(torch.randint(2**31 - 1, (1,), generator=generator))

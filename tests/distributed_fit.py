@@ -1,5 +1,5 @@
 """What the default tier runs under torchrun (tests/test_distributed.py): a tiny bi-encoder trained data-parallel by
-sentence-transformers' Trainer (pldistill.training's ``Run``), and ``shard_apply`` labelling a frame, on the ranks
+sentence-transformers' Trainer (pldistill.train.training's ``Run``), and ``shard_apply`` labelling a frame, on the ranks
 started; each rank writes what it saw to ``<out dir>/rank-<rank>.json`` and its weights beside it. Run in one
 process (``fit_tiny``), the same training is the reference. With ``--checkpoints``, it trains with mid-run
 checkpoints there; ``--stop N`` ends every rank abruptly right after the checkpoint at step N (a kill).
@@ -19,8 +19,9 @@ import pandas as pd
 import torch
 from safetensors.torch import save_file
 
-from pldistill import distributed, resume
 from pldistill.params.train import StudentParams
+from pldistill.run import distributed
+from pldistill.train import resume
 
 ROWS = 48  # batches of 8: 4 a rank on two ranks, the same 8 rows a step as one process takes
 
@@ -29,11 +30,11 @@ def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     """The tiny BERT at ``model_dir`` learning ROWS toy pairs by cosine MSE, 2 epochs, dev scored at each
     evaluation; its final weights and what this rank saw (dev scores it computed itself, the curve, the step it
     resumed at)."""
-    from pldistill.losses.cosine_mse import CosineMSELoss
-    from pldistill.metrics import dev_spearman
-    from pldistill.models import BiEncoder
+    from pldistill.base.metrics import dev_spearman
+    from pldistill.models.encoders import BiEncoder
     from pldistill.params.config import parse_params
-    from pldistill.training import Run
+    from pldistill.train.losses.cosine_mse import CosineMSELoss
+    from pldistill.train.training import Run
     from tests.conftest import make_pairs
 
     torch.manual_seed(3)
@@ -59,7 +60,7 @@ def fit_tiny(model_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
 
 def stop_after(step: int) -> None:
     """End the process (no clean-up, as a kill would) right after the checkpoint at ``step``."""
-    from pldistill.trainer_parts import Hooks
+    from pldistill.train.trainer_parts import Hooks
 
     on_save = Hooks.on_save
 
@@ -85,7 +86,7 @@ class RankEncoder:
 def embed_shared(root: Path) -> dict:
     """The teacher embeddings of 5 sentences in chunks of 2 (3 chunks), the chunks shared out between the ranks
     through the store at ``root``: the matrix every rank got, and how many chunks this rank encoded."""
-    from pldistill import embedding  # sentence-transformers' import: only for this part
+    from pldistill.students import embedding  # sentence-transformers' import: only for this part
 
     embedding.CHUNK = 2
     texts = ["one", "three", "seven sentences", "eleven", "twelve more"]

@@ -1,10 +1,10 @@
-"""Run a stage module with pldistill.io's writers noting, per rank, each path they write: the 2-process tests
+"""Run a stage module with pldistill.base.io's writers noting, per rank, each path they write: the 2-process tests
 start it under torchrun to check that only rank 0 writes.
 
     python -m torch.distributed.run ... -m tests.record_writes <log dir> stages.<name> <the stage's options>
 
 Each rank appends the paths it writes to ``<log dir>/writes-<rank>.txt``. The writers are wrapped before any
-other pldistill module is imported, so every ``from pldistill.io import atomic_dir`` gets the wrapped one.
+other pldistill module is imported, so every ``from pldistill.base.io import atomic_dir`` gets the wrapped one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import runpy
 import sys
 from pathlib import Path
 
-import pldistill.io as io
+import pldistill.base.io as io
 
 LOG = Path(sys.argv[1]) / f"writes-{os.environ.get('RANK', '0')}.txt"
 

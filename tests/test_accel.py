@@ -1,4 +1,4 @@
-"""Inference backends (pldistill.accel) on the tiny random BERT: each matches torch, auto falls back where a
+"""Inference backends (pldistill.models.accel) on the tiny random BERT: each matches torch, auto falls back where a
 package is missing or the quality gate fails, a forced backend that cannot run or fails says so."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill import accel
-from pldistill.errors import ConfigError
-from pldistill.models import BiEncoder, CrossModel, native_bf16
+from pldistill.base.errors import ConfigError
+from pldistill.models import accel
+from pldistill.models.encoders import BiEncoder, CrossModel, native_bf16
 from pldistill.params.config import parse_params
 
 WORDS = "cat dog car rain music bread river phone chess garden the a on in big small red blue old new".split()  # noqa: SIM905 -- a word list reads best as one string
@@ -270,7 +270,7 @@ def test_a_forced_backend_without_its_package_stops_at_the_params(monkeypatch):
 
 
 def test_batches_follow_token_counts_not_characters(cross, bi):
-    from pldistill.batching import token_counts
+    from pldistill.base.batching import token_counts
     # 9 characters each; [CLS] 1 , 234 , 56 ##7 [SEP] vs [CLS] aa ##aa ##aa ##aa [SEP]
     assert token_counts(bi.model.tokenizer, ["1,234,567", "aaaaaaaaa"], None, 32) == [8, 6]
     counts = token_counts(cross.model.tokenizer, S1, S2, 32)
@@ -279,7 +279,7 @@ def test_batches_follow_token_counts_not_characters(cross, bi):
 
 
 def test_label_and_evaluate_run_on_the_backend_their_params_name(chains, tmp_path, monkeypatch):
-    from pldistill import schemas
+    from pldistill.base import schemas
     from tests.conftest import stage_calls
 
     chain = chains("augsbert")

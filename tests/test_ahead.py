@@ -1,5 +1,5 @@
-"""Tokenisation ahead of the model in inference (pldistill.ahead): the same features, so the same outputs, with the
-tokenizer's work done in the worker thread. (In training, the Trainer's data loader tokenises.)"""
+"""Tokenisation ahead of the model in inference (pldistill.models.ahead): the same features, so the same outputs, with
+the tokenizer's work done in the worker thread. (In training, the Trainer's data loader tokenises.)"""
 
 import threading
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill import ahead
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.models import ahead
+from pldistill.models.encoders import BiEncoder, CrossModel
 from tests.conftest import make_pairs
 
 WORKER = "pldistill-tokenize"

@@ -1,9 +1,9 @@
 import pandas as pd
 import pytest
 
-from pldistill import schemas
-from pldistill.cleaning import clean_train, normalise
-from pldistill.datasets import DataError
+from pldistill.base import schemas
+from pldistill.base.cleaning import clean_train, normalise
+from pldistill.data.datasets import DataError
 from pldistill.params.config import parse_params
 from stages.augment import augment
 

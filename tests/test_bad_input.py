@@ -40,13 +40,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pldistill import bundled, cleaning, datasets, public_sets, schemas
-from pldistill.datasets import DataError
-from pldistill.errors import ConfigError
-from pldistill.io import WriteError
-from pldistill.models import BiEncoder, CrossModel, ModelError
+from pldistill.base import bundled, cleaning, schemas
+from pldistill.base.errors import ConfigError
+from pldistill.base.io import WriteError
+from pldistill.base.schemas import SchemaError
+from pldistill.data import datasets, public_sets
+from pldistill.data.datasets import DataError
+from pldistill.models.encoders import BiEncoder, CrossModel, ModelError
 from pldistill.params.config import load_params, parse_params
-from pldistill.schemas import SchemaError
 from stages.augment import augment
 from stages.download import download
 

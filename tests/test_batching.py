@@ -1,5 +1,5 @@
-"""Batches grouped by length (pldistill.batching): the embedding step's sentences, and the teacher's and student's
-pairs, cut into batches of similar length, in random order, every row once an epoch."""
+"""Batches grouped by length (pldistill.base.batching): the embedding step's sentences, and the teacher's and
+student's pairs, cut into batches of similar length, in random order, every row once an epoch."""
 
 import itertools
 import random
@@ -7,9 +7,9 @@ import random
 import pandas as pd
 import torch
 
-from pldistill.batching import by_length
-from pldistill.losses.cosine_mse import CosineMSELoss
+from pldistill.base.batching import by_length
 from pldistill.params.config import parse_params
+from pldistill.train.losses.cosine_mse import CosineMSELoss
 
 
 def test_rows_of_similar_length_share_a_batch_every_row_once_the_short_batch_last():
@@ -63,8 +63,8 @@ def test_pair_training_groups_by_length_for_the_cosine_loss_of_a_padded_model_on
 
 
 def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for_a_cross_encoder(tiny_model_dir):
-    from pldistill.models import BiEncoder, CrossModel
-    from pldistill.wrappers import pair_lengths
+    from pldistill.models.encoders import BiEncoder, CrossModel
+    from pldistill.train.wrappers import pair_lengths
 
     s1 = ["a cat", "one two three four five six seven eight", "x"]
     s2 = ["a cat sat on the mat today", "hi", "y z"]
@@ -77,8 +77,8 @@ def test_a_pair_pads_to_its_longer_sentence_for_a_bi_encoder_and_to_the_pair_for
 
 
 def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, monkeypatch):
-    from pldistill import wrappers
     from pldistill.params.train import StudentParams
+    from pldistill.train import wrappers
 
     sizes = [1, 2, 3, 12, 13, 14, 25, 26, 27, 28, 29, 30]
     s1 = [" ".join(["word"] * n) for n in sizes]
@@ -100,9 +100,9 @@ def test_train_model_feeds_its_loss_batches_of_similar_length(tiny_model_dir, mo
 
 
 def test_the_trainer_cuts_its_batches_from_the_arranged_order_each_epoch():
-    """The Trainer's batch sampler (pldistill.trainer_parts.batches): a fresh order each epoch, from the Trainer's
+    """The Trainer's batch sampler (pldistill.train.trainer_parts.batches): a fresh order each epoch, from the Trainer's
     seed and the epoch, grouped by length where lengths are given, the short batch last."""
-    from pldistill.trainer_parts import batches
+    from pldistill.train.trainer_parts import batches
 
     rows = list(range(10))
     lengths = [5, 1, 4, 1, 3, 9, 2, 8, 7, 6]

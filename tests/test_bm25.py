@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from pldistill import datasets
-from pldistill.bm25 import BM25Index, tokenize
+from pldistill.base.cleaning import tokenize
+from pldistill.data import datasets
+from pldistill.pairs.bm25 import BM25Index
+from pldistill.pairs.sampling import unique_sentences
 from pldistill.params.config import parse_params
-from pldistill.sampling import unique_sentences
 
 
 def reference_top_k(ref: BM25Okapi, queries, k, exclude_self):

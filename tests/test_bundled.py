@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from pldistill import bundled
-from pldistill.bundled import BUNDLED, Bundled, BundledError, cache_root, find_pieces, model_path, unpack
+from pldistill.base import bundled
+from pldistill.base.bundled import BUNDLED, Bundled, BundledError, cache_root, find_pieces, model_path, unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "all-mpnet-base-v2"

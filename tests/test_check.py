@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from pldistill.params.config import load_params
-from pldistill.runtime import run_stage
+from pldistill.run.runtime import run_stage
 from stages.check import check
 from tests.conftest import ROOT
 

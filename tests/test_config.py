@@ -1,6 +1,6 @@
 import pytest
 
-from pldistill.errors import ConfigError
+from pldistill.base.errors import ConfigError
 from pldistill.params import sections as params_base
 from pldistill.params.config import load_params, parse_params
 from tests.conftest import ROOT

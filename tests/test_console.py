@@ -1,11 +1,11 @@
-"""pldistill.console: what a run prints (issue 77): one line a stage from its report, details and reports on request,
-a hint once, bars only on a terminal."""
+"""pldistill.base.console: what a run prints (issue 77): one line a stage from its report, details and reports on
+request, a hint once, bars only on a terminal."""
 
 import json
 import subprocess
 import sys
 
-from pldistill import console
+from pldistill.base import console
 from tests.conftest import ROOT
 
 
@@ -40,7 +40,7 @@ def test_details_only_on_request_and_a_hint_once(capsys, monkeypatch):
 
 
 def test_off_a_terminal_a_bar_is_made_whole_but_drawn_nowhere():
-    code = ("import sys; from pldistill import console; console.bars_on_terminal_only()\n"
+    code = ("import sys; from pldistill.base import console; console.bars_on_terminal_only()\n"
             "from tqdm.auto import tqdm\n"
             "bar = tqdm(total=3, desc='train', disable=False)\n"
             "bar.update(3); bar.close(); print(bar.desc)\n")

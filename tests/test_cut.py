@@ -1,15 +1,15 @@
 """Stage cut: with student.layers auto, every cut of student.keep layers is scored untrained on dev and the best
-kept; the stages that build the student use it (pldistill.cut.resolve)."""
+kept; the stages that build the student use it (pldistill.students.cut.resolve)."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from pldistill import cut as cutting
-from pldistill.errors import ConfigError
-from pldistill.models import BiEncoder
+from pldistill.base.errors import ConfigError
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import parse_params
+from pldistill.students import cut as cutting
 from tests.conftest import ROOT, run_chain
 
 

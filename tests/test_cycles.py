@@ -13,15 +13,15 @@ import pytest
 import yaml
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
-from pldistill import schemas
-from pldistill.errors import ConfigError
-from pldistill.io import write_json
-from pldistill.models import BiEncoder, CrossModel
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.base.io import write_json
+from pldistill.base.store import Store
+from pldistill.models.encoders import BiEncoder, CrossModel
 from pldistill.params.config import parse_params
 from pldistill.recipes.base import DistillDirs
 from pldistill.recipes.trans_encoder import run as run_trans_encoder
 from pldistill.recipes.trans_encoder import to_target, unlabelled_pairs
-from pldistill.store import Store
 from tests.conftest import ROOT, make_pairs
 
 # What a finished run leaves that users rely on; all must be byte-identical between equal runs.
@@ -122,7 +122,7 @@ def test_cycles_write_labels_models_and_scores(tiny_model_dir, clean, tmp_path):
     assert r["selected"]["cross"]["dev"]["spearman"] == max(x["dev"]["spearman"] for c in per for x in c["cross"])
     dev = pd.read_parquet(clean / "dev.parquet")
     bi = BiEncoder.load(str(tmp_path / "models/bi"))
-    from pldistill.metrics import correlation
+    from pldistill.base.metrics import correlation
     dev_spearman = correlation(bi.score(dev["sentence1"], dev["sentence2"], bf16=False), dev["score"])
     assert dev_spearman == r["selected"]["bi"]["dev"]
     SentenceTransformer(str(tmp_path / "models/bi"), device="cpu").encode(["plain ST"])
@@ -135,7 +135,7 @@ def test_cycles_write_labels_models_and_scores(tiny_model_dir, clean, tmp_path):
 
 
 def _weights_sha(root, step):
-    from pldistill.io import sha256_file
+    from pldistill.base.io import sha256_file
     return sha256_file(root / "store" / _key(None, root, step) / "model/model.safetensors")[:12]
 
 

@@ -1,11 +1,11 @@
-"""pldistill.device: bf16 "auto" is on only where bf16 runs natively and measures faster, and decides alike in
+"""pldistill.base.device: bf16 "auto" is on only where bf16 runs natively and measures faster, and decides alike in
 every stage on one machine."""
 
 import json
 
 import pytest
 
-from pldistill import device
+from pldistill.base import device
 
 
 @pytest.fixture

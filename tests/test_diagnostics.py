@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.integrate import trapezoid
 
-from pldistill.diagnostics import SelectionError, histogram, kde_select, keep_probability, report
+from pldistill.teach.diagnostics import SelectionError, histogram, kde_select, keep_probability, report
 
 
 def test_kl_is_near_zero_for_the_same_distribution_and_large_for_a_skewed_one():

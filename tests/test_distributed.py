@@ -1,4 +1,4 @@
-"""Several processes (params `processes`, pldistill.distributed): two CPU processes on gloo, started with
+"""Several processes (params `processes`, pldistill.run.distributed): two CPU processes on gloo, started with
 torchrun as a subprocess, against one process in this one. Labelling gives the one-process silver file;
 data-parallel training gives the one-process model (dropout off: then the runs differ only in the order
 floats are summed); only rank 0 writes."""
@@ -19,10 +19,11 @@ import yaml
 from safetensors.torch import load_file
 
 import stages.gold as gold_stage
-from pldistill import console, distributed, schemas
-from pldistill.errors import ConfigError
-from pldistill.launch import command
+from pldistill.base import console, schemas
+from pldistill.base.errors import ConfigError
 from pldistill.params.config import Params, parse_params
+from pldistill.run import distributed
+from pldistill.run.launch import command
 from tests import distributed_fit
 from tests.conftest import ROOT, make_pairs, tiny
 from tests.test_label_stream import _inputs, _label, teacher_dir  # noqa: F401  (teacher_dir: a fixture)
@@ -49,7 +50,7 @@ def test_label_on_two_processes_writes_the_one_process_silver_file(tiny_params, 
     clean, pairs, _ = _inputs(tmp_path, 151)  # odd: the ranks' slices differ in size
     one, one_report = _label(tiny_params, tmp_path / "one", clean, pairs, teacher_dir)
     out = tmp_path / "two"
-    done = _run([sys.executable, "-m", "pldistill.launch", "stages.label",
+    done = _run([sys.executable, "-m", "pldistill.run.launch", "stages.label",
                  "--params", str(_params_file(_with(tiny_params, processes=2), tmp_path / "two.yaml")),
                  "--clean", str(clean), "--pairs", str(pairs), "--teacher", str(teacher_dir),
                  "--silver-dir", str(out / "silver"), "--report", str(out / "label.json"),

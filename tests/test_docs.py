@@ -215,7 +215,8 @@ def test_every_make_target_and_module_a_page_names_exists(page):
     commands = [c for c in CODE.findall(text) if c.startswith("make ")]
     commands += [line for b in _blocks(text) for line in b.splitlines() if line.lstrip("$ ").startswith("make ")]
     named = {m for c in commands for m in re.findall(r"^\$?\s*make (?:-\S+ |\w+=\S+ )*([a-z][\w-]*)", c)}
-    modules = set(re.findall(r"python -m (pldistill(?:\.\w+)*)", text))
+    # the changelog names modules as they were when it was written
+    modules = set() if page.name == "changelog.md" else set(re.findall(r"python -m (pldistill(?:\.\w+)*)", text))
     bad = [f"make {t}" for t in sorted(named - targets)]
     bad += [m for m in sorted(modules) if not (ROOT / (m.replace(".", "/") + ".py")).is_file()
             and not (ROOT / m.replace(".", "/") / "__main__.py").is_file()]

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pldistill import datasets, public_sets, schemas
+from pldistill.base import schemas
+from pldistill.data import datasets, public_sets
 from pldistill.params.config import parse_params
 from stages.download import download
 from tests.conftest import ROOT, STSB_ARCHIVE
@@ -468,7 +469,7 @@ def test_download_reports_copies_and_overlap(tmp_path, capsys):
 def test_download_loads_its_own_sections_checked_as_config_checks_them(tmp_path):
     """Stage download's command reads seed, data and adapt alone (DataSections): a bad key there is named
     with the nearest valid one; other sections are stage check's to validate."""
-    from pldistill.errors import ConfigError
+    from pldistill.base.errors import ConfigError
     from pldistill.params.data import load_data_sections
 
     path = tmp_path / "params.yaml"

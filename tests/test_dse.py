@@ -1,4 +1,4 @@
-"""DSE student (pldistill/dse.py) and its loss: pooling, the head, save/load, cached scoring."""
+"""DSE student (pldistill/models/dse.py) and its loss: pooling, the head, save/load, cached scoring."""
 
 import math
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from pldistill.dse import DSE, Head, pool
-from pldistill.losses.dse import DSELoss
-from pldistill.losses.dse import dse as dse_loss
+from pldistill.models.dse import DSE, Head, pool
+from pldistill.train.losses.dse import DSELoss
+from pldistill.train.losses.dse import dse as dse_loss
 
 
 def test_dse_loss_mixes_teacher_and_gold_by_alpha():

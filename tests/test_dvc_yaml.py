@@ -16,7 +16,7 @@ from scripts import stage_deps
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-LAUNCHER = stage_deps.LAUNCHER  # `python -m pldistill.launch stages.<name> ...`: the stage module follows it
+LAUNCHER = stage_deps.LAUNCHER  # `python -m pldistill.run.launch stages.<name> ...`: the stage module follows it
 
 
 @functools.cache
@@ -53,17 +53,17 @@ def test_an_edit_to_the_training_code_leaves_the_data_stages_cached(stage):
     """DVC reruns a stage when a file in its deps changes: the data stages must not list the training code, so
     an edit to the engine or its extensions leaves them cached (`dvc status` shows only the training stages). Stage cut
     trains (static.finetune: a static start's transformer learns the gold pairs first), so it lists it."""
-    training = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/resume.py", "pldistill/teachers.py",
-                "pldistill/embedding.py", "pldistill/dse.py", "pldistill/wrappers.py",
-                *(f"pldistill/losses/{f.name}" for f in (ROOT / "pldistill/losses").glob("*.py"))}
+    training = {"pldistill/train/training.py", "pldistill/train/trainer_parts.py", "pldistill/train/resume.py",
+                "pldistill/teach/teachers.py", "pldistill/students/embedding.py", "pldistill/models/dse.py",
+                "pldistill/train/wrappers.py",
+                *(f"pldistill/train/losses/{f.name}" for f in (ROOT / "pldistill/train/losses").glob("*.py"))}
     assert not training & set(STAGES[stage]["deps"]), sorted(training & set(STAGES[stage]["deps"]))
 
 
 # the training side: the engine and its extensions, the losses, and the recipes' training (their params and specs
 # are plain data)
-TRAINING = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/wrappers.py", "pldistill/resume.py",
-            "pldistill/tracking.py", "pldistill/stage_training.py", "pldistill/token_weights.py",
-            *(f"pldistill/losses/{f.name}" for f in (ROOT / "pldistill/losses").glob("*.py")),
+TRAINING = {*(f.relative_to(ROOT).as_posix() for f in (ROOT / "pldistill/train").rglob("*.py")),
+            "pldistill/students/token_weights.py",
             *(f"pldistill/recipes/{f.name}" for f in (ROOT / "pldistill/recipes").glob("*.py")
               if f.name != "__init__.py")}
 
@@ -71,8 +71,8 @@ TRAINING = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/wr
 @pytest.mark.parametrize("stage", ["label", "export", "evaluate"])
 def test_the_scoring_stages_import_no_training_code(stage):
     """Stages that only load models and score (label, export, evaluate) reach their recipe through its spec
-    (pldistill.scoring, pldistill.labelling.label), never through a recipe's code: an edit to training leaves them
-    cached. Evaluate, which loads every kind of student and teacher, stays within 50 modules (76 before)."""
+    (pldistill.teach.scoring, pldistill.teach.labelling.label), never through a recipe's code: an edit to training
+    leaves them cached. Evaluate, which loads every kind of student and teacher, stays within 50 modules (76 before)."""
     deps = {d for d in STAGES[stage]["deps"] if d.endswith(".py")}
     assert not TRAINING & deps, sorted(TRAINING & deps)
     assert len(deps) <= 50, len(deps)
@@ -226,8 +226,8 @@ def test_dvc_status_after_a_training_edit_reruns_no_data_stage(tmp_path):
                         for path in entry["changed deps"] if path.endswith(".py")} for stage in stages}
 
     before = changed_code()  # (code edited since the last `dvc repro`, if any: not this test's edit)
-    edited = {"pldistill/training.py", "pldistill/trainer_parts.py", "pldistill/resume.py", "pldistill/losses/base.py",
-              "pldistill/losses/cosine_mse.py", "pldistill/wrappers.py"}
+    edited = {"pldistill/train/training.py", "pldistill/train/trainer_parts.py", "pldistill/train/resume.py",
+              "pldistill/train/losses/base.py", "pldistill/train/losses/cosine_mse.py", "pldistill/train/wrappers.py"}
     for f in edited:
         with (tmp_path / f).open("a") as out:
             out.write("# an edit\n")

@@ -9,13 +9,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pldistill import datasets, embedding, sampling, schemas
-from pldistill.datasets import DataError
-from pldistill.errors import ConfigError
-from pldistill.losses.embedding import cosine_matrix_mse
-from pldistill.models import BiEncoder
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.data import datasets
+from pldistill.data.datasets import DataError
+from pldistill.models.encoders import BiEncoder
+from pldistill.pairs import sampling
 from pldistill.params.config import parse_params
 from pldistill.params.train import EmbedParams
+from pldistill.students import embedding
+from pldistill.train.losses.embedding import cosine_matrix_mse
 from stages.embed import skipped
 from tests.conftest import run_chain
 
@@ -288,7 +291,7 @@ def test_strategy_given_without_unscored_is_refused():
 
 
 def test_the_corpus_is_read_as_every_table_is(tmp_path):
-    """One reader (pldistill.reading): a compressed corpus is read through, a line that is not UTF-8 named."""
+    """One reader (pldistill.data.reading): a compressed corpus is read through, a line that is not UTF-8 named."""
     import gzip
 
     packed = tmp_path / "corpus.txt"
@@ -298,7 +301,7 @@ def test_the_corpus_is_read_as_every_table_is(tmp_path):
     bad.write_bytes("fine line\ncaf\xe9 au lait\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"bad\.txt: line 2 is not UTF-8"):
         embedding.read_corpus(bad)
-    from pldistill import rtt  # the RTT corpus goes through the same reader
+    from pldistill.data import rtt  # the RTT corpus goes through the same reader
 
     assert rtt.load_corpus(packed) == ["first sentence here", "second sentence here"]
     with pytest.raises(DataError, match=r"bad\.txt: line 2 is not UTF-8"):
@@ -313,7 +316,7 @@ def test_an_empty_corpus_is_refused_naming_the_file_and_a_compressed_name_is_rea
     and the other read as its name says."""
     import gzip
 
-    from pldistill import sentences
+    from pldistill.data import sentences
 
     empty, blank = tmp_path / "empty.txt", tmp_path / "blank.txt"
     empty.write_bytes(b"")

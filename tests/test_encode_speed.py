@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from pldistill.models import BiEncoder
+from pldistill.models.encoders import BiEncoder
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

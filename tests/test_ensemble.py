@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 import torch
 
-from pldistill import ensemble, schemas
-from pldistill.errors import ConfigError
-from pldistill.losses.ensemble import EnsembleDistillLoss
-from pldistill.losses.info_nce import SimCSELoss
-from pldistill.models import BiEncoder, ModelError
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.models.encoders import BiEncoder, ModelError
 from pldistill.params.config import parse_params
 from pldistill.recipes import rtt_ensemble
+from pldistill.teach import ensemble
+from pldistill.train.losses.ensemble import EnsembleDistillLoss
+from pldistill.train.losses.info_nce import SimCSELoss
 
 
 def test_member_weights_mean_and_softmax_of_dev_points():

@@ -1,6 +1,6 @@
-"""Stage export (pldistill.export) and the exports run as served (pldistill.served), on the tiny random BERT and a
-static student distilled from it: every format made in sentence-transformers' or Model2Vec's layout, scoring as the
-torch student does, the same bytes from the same student, a failed format named with its cause while the others
+"""Stage export (pldistill.ship.export) and the exports run as served (pldistill.ship.served), on the tiny random BERT
+and a static student distilled from it: every format made in sentence-transformers' or Model2Vec's layout, scoring as
+the torch student does, the same bytes from the same student, a failed format named with its cause while the others
 run, and stage evaluate's choice of the one it serves."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from pldistill import export as ex
-from pldistill.errors import ModelError
-from pldistill.models import BiEncoder
-from pldistill.served import Served, serve_card
+from pldistill.base.errors import ModelError
+from pldistill.models.encoders import BiEncoder
+from pldistill.ship import export as ex
+from pldistill.ship.served import Served, serve_card
 from stages.evaluate import _choose
 from stages.export import export
 from tests.conftest import make_pairs
@@ -131,7 +131,7 @@ def test_static_formats_asked_of_a_transformer_student_are_left_out_with_the_rea
 def static_student(tiny_model_dir, tmp_path_factory) -> Path:
     from sentence_transformers import SentenceTransformer
 
-    from pldistill.static import distil
+    from pldistill.students.static import distil
 
     model = SentenceTransformer(str(tiny_model_dir), device="cpu")
     static, _ = distil(model, str(tiny_model_dir), None, "counts", 1e-3, S1 + S2, progress=False)
@@ -163,7 +163,7 @@ def test_a_static_student_exports_to_model2vec_float32_float16_and_int8(static_s
 
 
 def test_the_heads_no_export_holds_are_the_dse_students():
-    from pldistill.dse import HEAD_DIR
+    from pldistill.models.dse import HEAD_DIR
 
     assert ex.HEADS == (HEAD_DIR,)
 

@@ -5,7 +5,7 @@ fault case starts from a copy of it cut back to the state a first run is in just
 under test, so only that stage and the ones after it run. The kill lands at a chosen moment: a test-only
 ``sitecustomize`` pauses the stage inside one of its atomic writes (bytes on disk, not yet renamed into
 place), the moment a kill leaves the most behind. The last tests (default tier, seconds) kill a bare
-writer of pldistill.io and check that the next write of the same path removes what it left.
+writer of pldistill.base.io and check that the next write of the same path removes what it left.
 """
 
 from __future__ import annotations
@@ -24,21 +24,21 @@ from typing import Self
 import pytest
 import yaml
 
-from pldistill.io import alive, atomic_dir, atomic_path
+from pldistill.base.io import alive, atomic_dir, atomic_path
 from tests.conftest import make_project
 from tests.test_pipeline import STAGES, sh
 
 BIN = Path(sys.executable).parent
 
 # Loaded by every Python the test's `dvc repro` starts (PYTHONPATH); acts only in stage $FAULT_STAGE.
-# There it wraps pldistill.io.fsync, which the atomic writers call on the temporary before renaming it:
+# There it wraps pldistill.base.io.fsync, which the atomic writers call on the temporary before renaming it:
 # once the path contains $FAULT_AT it writes its pid to $FAULT_READY and waits for $FAULT_GO.
 PAUSE = '''
 import os
 if os.environ.get("FAULT_STAGE") and os.environ.get("DVC_STAGE") == os.environ["FAULT_STAGE"]:
     import sys, time
     sys.path.insert(0, os.getcwd())  # the project's own pldistill, as `python -m stages.x` imports it
-    import pldistill.io as io
+    import pldistill.base.io as io
     _fsync = io.fsync
     def fsync(path):
         _fsync(path)
@@ -290,7 +290,7 @@ def test_a_stale_lock_entry_whose_pid_is_alive_again_says_what_to_remove(referen
 
 def _die_inside(writer: str, target: Path) -> None:
     """A Python process killed with SIGKILL inside ``writer``'s block, after writing its bytes."""
-    code = (f"import os, signal; from pldistill.io import {writer}\n"
+    code = (f"import os, signal; from pldistill.base.io import {writer}\n"
             f"with {writer}({str(target)!r}) as tmp:\n"
             + ("    tmp.write_text('half')\n" if writer == "atomic_path" else "    (tmp / 'f').write_text('half')\n")
             + "    os.kill(os.getpid(), signal.SIGKILL)\n")

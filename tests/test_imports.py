@@ -8,7 +8,7 @@ from scripts import stage_deps
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = stage_deps.imports(stage_deps.modules(ROOT))
-REGISTRIES = ("pldistill.recipes.registry", "pldistill.datasets", "pldistill.sampling", "pldistill.rtt")
+REGISTRIES = ("pldistill.recipes.registry", "pldistill.data.datasets", "pldistill.pairs.sampling", "pldistill.data.rtt")
 
 
 def test_no_import_cycle():
@@ -18,17 +18,15 @@ def test_no_import_cycle():
 
 def test_config_runs_no_registry_and_nothing_above_it():
     below = stage_deps.closure(GRAPH, "pldistill.params.config")
-    assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models"}, below
+    assert not below & {*REGISTRIES, "pldistill.recipes.base", "pldistill.models.encoders"}, below
     # the params package alone (the registries' names, plain data; each recipe's section and spec, no recipe's code;
     # defaults and defaults_data: params.yaml's values, generated) and the errors
-    assert below <= {"pldistill", "pldistill.params", "pldistill.params.config", "pldistill.params.sections",
-                     "pldistill.params.data", "pldistill.params.train", "pldistill.params.recipes",
-                     "pldistill.params.defaults", "pldistill.params.defaults_data", "pldistill.params.names",
-                     "pldistill.errors"}, below
+    params = {m for m in GRAPH if m.startswith("pldistill.params")}
+    assert below <= {"pldistill", "pldistill.base", "pldistill.base.errors", *params}, below
 
 
 def test_only_the_stages_run_the_stage_command_line():
-    users = {m for m, deps in GRAPH.items() if "pldistill.runtime" in deps}
+    users = {m for m, deps in GRAPH.items() if "pldistill.run.runtime" in deps}
     # pldistill.warm too, a command line of its own: it tells a stage it serves which process to watch
     assert all(m.startswith("stages.") for m in users - {"pldistill.warm"}), users
 
@@ -58,3 +56,41 @@ def test_a_data_stage_loads_no_torch_where_no_gpu_shows_itself(tmp_path):
     import torch
 
     assert loaded == "True" and int(batch) == (512 if torch.cuda.is_available() else 64)
+
+
+# The package's layout (docs/layout.md): each subpackage, bottom up, and the ones it may import. The three commands
+# at the top (score, verdict, warm) and the stages may import anything.
+MAY_IMPORT = {
+    "base": set(),
+    "params": {"base"},
+    "run": {"base", "params"},
+    "models": {"base", "params"},
+    "data": {"base", "params"},
+    "pairs": {"base", "params"},
+    "teach": {"base", "params", "run", "models", "data"},
+    "train": {"base", "params", "run", "models"},
+    "ship": {"base", "params", "models"},
+    "students": {"base", "params", "run", "models", "data", "pairs", "teach", "train"},
+    "recipes": {"base", "params", "run", "models", "data", "pairs", "teach", "train", "students"},
+}
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "pldistill" and len(parts) > 2 else None
+
+
+def test_each_subpackage_imports_only_those_below_it():
+    """docs/layout.md's table, checked: no import runs up the layout (teach never imports train, so stages label and
+    evaluate import no training code), and every module of pldistill but the commands sits in a subpackage."""
+    up = []
+    for module, deps in GRAPH.items():
+        pkg = _package(module)
+        if pkg is None:
+            continue
+        assert pkg in MAY_IMPORT, f"{module}: a subpackage docs/layout.md does not name"
+        up += [f"{module} -> {d}" for d in deps if _package(d) not in (None, pkg, *MAY_IMPORT[pkg])]
+    assert not up, up
+    loose = {m for m in GRAPH if m.count(".") == 1 and m.startswith("pldistill.")
+             and not (ROOT / "pldistill" / m.split(".")[1]).is_dir()}
+    assert loose <= {"pldistill.score", "pldistill.verdict", "pldistill.warm"}, loose

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from pldistill.io import atomic_dir, atomic_path, write_json, write_report
+from pldistill.base.io import atomic_dir, atomic_path, write_json, write_report
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_debris(tmp_path):

@@ -1,5 +1,5 @@
 """Stage label streams: the candidates are read, labelled and written chunk by chunk, with the same labels
-as one pass, and checked reads/writes of Parquet pieces (pldistill.schemas.read_chunks / writer)."""
+as one pass, and checked reads/writes of Parquet pieces (pldistill.base.schemas.read_chunks / writer)."""
 
 import json
 
@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import stages.label as label_stage
-from pldistill import labelling, schemas
-from pldistill.models import CrossModel
-from pldistill.teachers import Calibration, Member, Teacher
+from pldistill.base import schemas
+from pldistill.models.encoders import CrossModel
+from pldistill.teach import labelling
+from pldistill.teach.teachers import Calibration, Member, Teacher
 from tests.conftest import make_pairs
 
 

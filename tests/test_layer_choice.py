@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pldistill.metrics import correlation
-from pldistill.models import BiEncoder
+from pldistill.base.metrics import correlation
+from pldistill.models.encoders import BiEncoder
 from tests.conftest import ROOT, make_pairs
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -5,9 +5,9 @@ library's own trainer and no pldistill code around it; and the Trainer's argumen
 import pytest
 import torch
 
-from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.losses.soft_bce import SoftBCELoss
 from pldistill.params.config import parse_params
+from pldistill.train.losses.cosine_mse import CosineMSELoss
+from pldistill.train.losses.soft_bce import SoftBCELoss
 from tests.conftest import make_pairs
 
 
@@ -34,7 +34,7 @@ def test_a_pair_batch_is_one_forward_and_each_row_embeds_as_alone(tiny_model_dir
     features that do not stack fall back to one forward a column."""
     from sentence_transformers import SentenceTransformer
 
-    from pldistill.losses.base import embeddings, joined
+    from pldistill.train.losses.base import embeddings, joined
 
     model = SentenceTransformer(str(tiny_model_dir), device="cpu").eval()
     pairs = make_pairs(6)
@@ -71,7 +71,7 @@ def test_a_cross_encoder_user_trains_with_our_soft_bce_and_the_library_trainer_a
 def test_the_trainer_arguments_our_params_map_onto_on_a_cpu_and_on_cuda(tmp_path):
     """On CUDA: the Trainer's own bf16 and fused AdamW, DDP over nccl for several processes; on a CPU: gloo.
     Built as a dict, so a machine without a GPU checks what one would get."""
-    from pldistill.trainer_parts import arguments
+    from pldistill.train.trainer_parts import arguments
 
     p = parse_params({"student": {"batch_size": 32, "accumulate": 2, "lr": 3e-5, "warmup": 0.1, "epochs": 3,
                                   "optimizer": "adamw-fused"}}).student
@@ -89,7 +89,7 @@ def test_the_trainer_arguments_our_params_map_onto_on_a_cpu_and_on_cuda(tmp_path
 
 
 def test_an_old_params_file_naming_the_gone_engine_is_told_what_to_do():
-    from pldistill.errors import ConfigError
+    from pldistill.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="train.trainer: no longer a key: every training runs on sentence-"
                                           "transformers' trainers now; delete the key"):

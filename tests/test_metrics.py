@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pldistill import metrics
-from pldistill.metrics import best_threshold, classification, correlation, paired_gain, partial_auc
+from pldistill.base import metrics
+from pldistill.base.metrics import best_threshold, classification, correlation, paired_gain, partial_auc
 
 
 def test_partial_auc_limits_and_full_range():
@@ -95,7 +95,7 @@ def test_paired_gain_of_a_classifier_is_in_auc():
 def test_the_vectorised_metrics_are_scipy_s_and_sklearn_s():
     from scipy.stats import spearmanr
 
-    from pldistill.metrics import _auc_rows, _spearman_rows
+    from pldistill.base.metrics import _auc_rows, _spearman_rows
     rng = np.random.default_rng(9)
     gold = np.round(rng.uniform(0, 5, (20, 60)))  # ties, as gold scores have
     pred = np.round(gold + rng.normal(0, 1.5, (20, 60)), 1)

@@ -3,10 +3,11 @@ import pytest
 import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
-from pldistill import device, models
-from pldistill.batching import length_sorted_batches
-from pldistill.bundled import resolve
-from pldistill.models import BiEncoder, CrossModel, ModelError
+from pldistill.base import device
+from pldistill.base.batching import length_sorted_batches
+from pldistill.base.bundled import resolve
+from pldistill.models import encoders as models
+from pldistill.models.encoders import BiEncoder, CrossModel, ModelError
 
 S1 = ["a cat sits on the mat", "the stock market fell sharply today", "rain is expected tomorrow"]
 S2 = ["a kitten rests on a rug", "shares dropped on wall street", "a sunny week ahead"]
@@ -17,7 +18,7 @@ def test_bundled_model_is_checked_by_sha256(monkeypatch):
     assert (models.Path(path) / "model.safetensors").is_file()
     from dataclasses import replace
 
-    from pldistill import bundled
+    from pldistill.base import bundled
     monkeypatch.setattr(bundled, "_VERIFIED", set())
     mini = bundled.BUNDLED["all-MiniLM-L6-v2"]
     monkeypatch.setitem(bundled.BUNDLED, "all-MiniLM-L6-v2", replace(mini, sha256="0" * 64))
@@ -74,7 +75,7 @@ def test_autocast_auto_follows_hardware(monkeypatch):
 
 
 def test_bundled_names_agree_with_config():
-    from pldistill.bundled import BUNDLED
+    from pldistill.base.bundled import BUNDLED
     from pldistill.params.names import BUNDLED_MODELS
 
     assert set(BUNDLED_MODELS) == set(BUNDLED)

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill.dse import DSE
-from pldistill.ensemble import MEMBERS_FILE, Ensemble
-from pldistill.losses.dse import DSELoss
-from pldistill.losses.pair import pair_loss
-from pldistill.metrics import dev_spearman
-from pldistill.models import BiEncoder, CrossModel, PairModel
+from pldistill.base.metrics import dev_spearman
+from pldistill.models.dse import DSE
+from pldistill.models.encoders import BiEncoder, CrossModel, PairModel
 from pldistill.params.config import parse_params
-from pldistill.teachers import Calibration, Member, Teacher
+from pldistill.teach.ensemble import MEMBERS_FILE, Ensemble
+from pldistill.teach.teachers import Calibration, Member, Teacher
+from pldistill.train.losses.dse import DSELoss
+from pldistill.train.losses.pair import pair_loss
 from tests.conftest import fit, make_pairs
 
 S1 = ["a cat sits on the mat", "the stock fell sharply", "a man plays the guitar"]

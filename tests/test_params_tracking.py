@@ -32,7 +32,7 @@ def _scheduled(*sections: str) -> dict[str, str]:
 
 
 NOT_RUN: dict[str, dict[str, str]] = {
-    # gold tracks student whole (a run's checkpoint fingerprint dumps the section whole: pldistill.training)
+    # gold tracks student whole (a run's checkpoint fingerprint dumps the section whole: pldistill.train.training)
     "gold": _scheduled("student"),
     "teacher": _scheduled("teacher", "ensemble.sub"),
     # embed.corpus auto is resolved from data.dataset and data.source as params.yaml is parsed (config.Params.

@@ -8,11 +8,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_layout_lists_every_module_of_the_package_and_no_other():
-    tree = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
-    listed = set(re.findall(r"^\s+(\w+\.py)\s", tree, flags=re.M))
-    modules = {p.name for p in (ROOT / "pldistill").rglob("*.py")
-               if p.name != "__init__.py" or p.parent.name != "pldistill"}
-    assert modules == listed, f"docs/layout.md: add {sorted(modules - listed)}, remove {sorted(listed - modules)}"
+    """docs/layout.md: the picture names each subpackage and each command module, and no other; the table's row of a
+    subpackage names each of its modules (a nested package's too)."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    tree = text.split("```")[1]
+    pkg = ROOT / "pldistill"
+    packages = sorted(p.name for p in pkg.iterdir() if (p / "__init__.py").is_file())
+    commands = {p.name for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    assert set(re.findall(r"^  (\w+\.py)\s", tree, flags=re.M)) == commands
+    assert set(re.findall(r"^  (\w+)/\s", tree, flags=re.M)) == set(packages)
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", text, flags=re.M))
+    assert sorted(rows) == packages, "docs/layout.md: one table row a subpackage"
+    for name in packages:
+        modules = {p.stem for p in (pkg / name).rglob("*.py") if p.name != "__init__.py"}
+        listed = set(re.findall(r"\w+", rows[name]))
+        assert modules <= listed, f"docs/layout.md, row {name}: add {sorted(modules - listed)}"
 
 
 def test_the_readme_is_a_front_page_with_the_two_commands():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pldistill.errors import ConfigError
+from pldistill.base.errors import ConfigError
 from pldistill.params.config import parse_params
 from pldistill.params.names import RECIPES
 from pldistill.recipes import registry
@@ -50,7 +50,9 @@ def test_the_names_validation_reads_are_the_registry_s():
 def test_the_names_params_are_checked_against_are_every_registry_s():
     """pldistill.params.names holds them at the bottom of the import graph (checking params imports no registry); each
     registry must hold exactly those."""
-    from pldistill import bundled, datasets, rtt, sampling
+    from pldistill.base import bundled
+    from pldistill.data import datasets, rtt
+    from pldistill.pairs import sampling
     from pldistill.params import names
 
     assert tuple(sampling.REGISTRY) == names.STRATEGIES
@@ -83,11 +85,12 @@ def test_checking_params_imports_no_registry_and_no_model_code():
     import subprocess
     import sys
 
-    code = ("import sys, pldistill.runtime, pldistill.params.config; "
+    code = ("import sys, pldistill.run.runtime, pldistill.params.config; "
             "print(sorted(m for m in sys.modules if m.startswith('pldistill')))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    for heavy in ("pldistill.models", "pldistill.sampling", "pldistill.rtt", "pldistill.loop", "pldistill.semantic",
-                  "pldistill.bundled", "pldistill.store", "pldistill.recipes.registry", "pldistill.recipes.base"):
+    for heavy in ("pldistill.models.encoders", "pldistill.pairs.sampling", "pldistill.data.rtt",
+                  "pldistill.pairs.semantic", "pldistill.base.bundled", "pldistill.base.store",
+                  "pldistill.recipes.registry", "pldistill.recipes.base"):
         assert f"'{heavy}'" not in loaded, loaded
     # no recipe's code: what each recipe allows of the params is plain data in the params package
     assert not re.findall(r"'pldistill\.recipes\b", loaded), loaded

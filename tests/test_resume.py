@@ -1,6 +1,6 @@
-"""Mid-run checkpoints (pldistill.resume, the Trainer's own): a run killed half-way resumes from its last checkpoint
-and ends exactly where the uninterrupted run ends; the folder is named by the run's fingerprint, its code taken from
-the import graph; plus gradient accumulation and precision checks."""
+"""Mid-run checkpoints (pldistill.train.resume, the Trainer's own): a run killed half-way resumes from its last
+checkpoint and ends exactly where the uninterrupted run ends; the folder is named by the run's fingerprint, its code
+taken from the import graph; plus gradient accumulation and precision checks."""
 
 import subprocess
 import sys
@@ -9,13 +9,13 @@ import textwrap
 import pytest
 import torch
 
-from pldistill import resume
-from pldistill.errors import ConfigError
-from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.models import BiEncoder
+from pldistill.base.errors import ConfigError
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import parse_params
-from pldistill.training import Run
-from pldistill.wrappers import seed_optimised as fit_seeds
+from pldistill.train import resume
+from pldistill.train.losses.cosine_mse import CosineMSELoss
+from pldistill.train.training import Run
+from pldistill.train.wrappers import seed_optimised as fit_seeds
 from tests.conftest import ROOT, make_pairs
 
 
@@ -26,8 +26,8 @@ class Killed(Exception):
 def _start(tiny_model_dir, params, kill_at_eval=None, dev_at=None):
     """fit_seeds' start(seed), seeded as the stages seed, its dev score raising ``Killed`` at the
     ``kill_at_eval``-th evaluation (1 is step 0's) of any run; ``dev_at``: step -> the dev score it reads."""
-    from pldistill.metrics import dev_spearman
-    from pldistill.seeding import seed_all
+    from pldistill.base.metrics import dev_spearman
+    from pldistill.base.seeding import seed_all
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
@@ -130,7 +130,7 @@ def test_checkpoint_seconds_spaces_the_checkpoints_and_a_pause_always_writes_one
     params = _params(checkpoint_seconds=seconds)
     model, run = _start(tiny_model_dir, params)(7)
     whole = run.finish()  # no checkpoints: the reference
-    from pldistill.trainer_parts import Hooks
+    from pldistill.train.trainer_parts import Hooks
 
     steps, on_save = [], Hooks.on_save
     monkeypatch.setattr(Hooks, "on_save", lambda self, args, state, control, **kw: (
@@ -160,19 +160,20 @@ def test_the_code_a_run_depends_on_comes_from_the_import_graph(monkeypatch):
     """The fingerprint's code is every module the engine imports, and theirs (no list kept by hand): the batch
     order (batching), the Trainer's extensions, the losses and the models are in it; a data stage's module is not;
     an edit to any module in it changes every run's folder."""
-    from pldistill.imports import closure, imports, modules
+    from pldistill.base.imports import closure, imports, modules
 
     mods = modules()
     code = closure(imports(mods), resume.ENGINE)
-    assert {"pldistill.training", "pldistill.trainer_parts", "pldistill.batching", "pldistill.wrappers",
-            "pldistill.losses.cosine_mse", "pldistill.models", "pldistill.resume"} <= code
-    assert "pldistill.losses.dse" not in code  # a recipe's own loss: the engine does not import it, ...
-    assert "stages.download" not in code and "pldistill.datasets" not in code
+    assert {"pldistill.train.training", "pldistill.train.trainer_parts", "pldistill.base.batching",
+            "pldistill.train.wrappers", "pldistill.train.losses.cosine_mse", "pldistill.models.encoders",
+            "pldistill.train.resume"} <= code
+    assert "pldistill.train.losses.dse" not in code  # a recipe's own loss: the engine does not import it, ...
+    assert "stages.download" not in code and "pldistill.data.datasets" not in code
     before = resume.fingerprint({"x": 1})
     resume.code_digest.cache_clear()
-    real = type(mods["pldistill.batching"]).read_bytes
+    real = type(mods["pldistill.base.batching"]).read_bytes
     for edited in ("batching.py", "dse.py"):  # ... but the digest holds every loss's code
-        monkeypatch.setattr(type(mods["pldistill.batching"]), "read_bytes",
+        monkeypatch.setattr(type(mods["pldistill.base.batching"]), "read_bytes",
                             lambda self, e=edited: real(self) + (b"# edited" if self.name == e else b""))
         try:
             assert resume.fingerprint({"x": 1}) != before, edited
@@ -216,8 +217,8 @@ def test_a_stage_killed_by_sigkill_resumes_in_a_new_process(tiny_model_dir, tmp_
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys, torch
         sys.path.insert(0, {str(ROOT)!r})
-        from pldistill import resume
-        from pldistill.trainer_parts import Hooks
+        from pldistill.train import resume
+        from pldistill.train.trainer_parts import Hooks
         from safetensors.torch import save_file
         from tests.test_resume import _params, _start
         kill = sys.argv[2] == "kill"

@@ -8,10 +8,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from pldistill import schemas
-from pldistill.errors import ConfigError
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.pairs.sampling import pair_key
 from pldistill.params.config import parse_params
-from pldistill.sampling import pair_key
 from tests.conftest import run_chain
 
 ARTIFACTS = ["models/bi/model.safetensors", "metrics/cycles.csv", "metrics/student-dev.csv"]

@@ -1,4 +1,4 @@
-"""Round-trip translation (pldistill/rtt.py, stage augment): cleaning, compensation, the table backend,
+"""Round-trip translation (pldistill/data/rtt.py, stage augment): cleaning, compensation, the table backend,
 and the marian backend on a tiny randomly initialised MarianMT model built from a config."""
 
 import io
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from pldistill import rtt, schemas
-from pldistill.errors import ConfigError
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.data import rtt
 from pldistill.params.config import parse_params
 from stages.augment import augment
 from tests.conftest import make_pairs
@@ -110,6 +111,6 @@ def test_marian_refuses_pickled_weights(tiny_marian_dir, tmp_path):
     torch.save(load_file(pickled / "model.safetensors"), pickled / "pytorch_model.bin")  # what old repos ship
     (pickled / "model.safetensors").unlink()
     marian = rtt.Marian("en", {}, 2, 1, 4, False)
-    from pldistill.models import ModelError
+    from pldistill.models.encoders import ModelError
     with pytest.raises(ModelError, match="pickled .bin weights are not loaded"):
         marian.translate(["a cat"], str(pickled))

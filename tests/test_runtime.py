@@ -2,7 +2,7 @@
 saying what was kept and exit code 128 + the signal; a second stage on the same workspace is refused while the
 first holds the lock; a Python without the project's packages is told to activate the environment.
 
-Each case runs a real process: a stand-in stage (``STAGE``) through pldistill.runtime.run_stage, which writes a
+Each case runs a real process: a stand-in stage (``STAGE``) through pldistill.run.runtime.run_stage, which writes a
 checkpoint when asked and waits to be stopped."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from tests.conftest import ROOT
 STAGE = f'''
 import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from pldistill import resume
-from pldistill.runtime import run_stage
-from pldistill.stage_training import TRAINING
+from pldistill.train import resume
+from pldistill.run.runtime import run_stage
+from pldistill.train.stage_training import TRAINING
 from pldistill.params.config import load_params
 
 # Ctrl-C as for a command typed at a terminal: run as a background job (make test &), the tests and this child
@@ -136,7 +136,7 @@ def test_a_python_without_the_packages_is_told_to_activate_the_environment(tmp_p
         f"error: {sys.executable} lacks the project's packages (numpy, pandas, pyarrow, pydantic, yaml, torch, "
         f"transformers, sentence_transformers); the stages run with the `python` first on PATH: activate the "
         f"project's environment (. .venv/bin/activate) and run again, or run `make run`, which uses it"]
-    launched = subprocess.run([sys.executable, "-S", "-m", "pldistill.launch", "stages.gold"], cwd=ROOT,
+    launched = subprocess.run([sys.executable, "-S", "-m", "pldistill.run.launch", "stages.gold"], cwd=ROOT,
                               capture_output=True, text=True, check=False)
     assert launched.returncode == 1 and launched.stderr == done.stderr, launched.stderr
 
@@ -153,8 +153,8 @@ QUICK = f'''
 import atexit, sys, threading, time
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from pldistill.errors import DataError
-from pldistill.runtime import main
+from pldistill.base.errors import DataError
+from pldistill.run.runtime import main
 from pldistill.params.config import load_params
 
 def stage(params, out):

@@ -3,11 +3,11 @@ import pandas as pd
 import pytest
 
 import pldistill.params.names
-from pldistill import schemas
-from pldistill.errors import ConfigError
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.pairs.sampling import REGISTRY, Context, merge, pair_key, sample, unique_sentences
 from pldistill.params.config import parse_params
 from pldistill.params.names import registered as names
-from pldistill.sampling import REGISTRY, Context, merge, pair_key, sample, unique_sentences
 from stages.sample import sample as sample_stage
 from tests.conftest import make_pairs
 
@@ -189,8 +189,8 @@ def test_the_stage_pairs_the_corpus_sentences_held_out_of_dev_and_test(tmp_path)
 
 def test_the_corpus_draw_is_stage_embeds(tmp_path):
     """embed.max_corpus: the same sentences stage embed learns, drawn with the seed."""
-    from pldistill.seeding import numpy_rng
-    from pldistill.sentences import gather
+    from pldistill.base.seeding import numpy_rng
+    from pldistill.data.sentences import gather
     from stages.sample import corpus as sample_corpus
 
     clean, corpus = _stage_dirs(tmp_path, "unrelated")

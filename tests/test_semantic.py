@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from pldistill.pairs.semantic import neighbours
 from pldistill.params.config import parse_params
-from pldistill.semantic import neighbours
 
 
 def unit(n, dim=24, seed=0):

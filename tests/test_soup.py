@@ -6,11 +6,11 @@ import types
 import pytest
 import torch
 
-from pldistill.models import BiEncoder
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import parse_params
-from pldistill.training import FitResult
-from pldistill.wrappers import WISE_GRID, average, interpolate, mix_with_start, train_model
-from pldistill.wrappers import soup as fit_soup
+from pldistill.train.training import FitResult
+from pldistill.train.wrappers import WISE_GRID, average, interpolate, mix_with_start, train_model
+from pldistill.train.wrappers import soup as fit_soup
 from tests.conftest import make_pairs
 
 

@@ -1,11 +1,11 @@
-"""Speed ratios (pldistill.speed): models timed in short turns against a reference; a fast model's pass repeated
+"""Speed ratios (pldistill.ship.speed): models timed in short turns against a reference; a fast model's pass repeated
 until the clock can measure it; a competing process's added time does not move the figure."""
 
 import numpy as np
 import pytest
 import torch
 
-from pldistill import speed
+from pldistill.ship import speed
 
 
 class Clock:
@@ -89,7 +89,7 @@ def test_models_are_timed_with_the_tokenizers_default_parallelism_and_the_stage_
 
     clock = Clock()
     monkeypatch.setattr(speed.time, "perf_counter", clock)
-    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as pldistill.runtime sets it for a stage
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as pldistill.run.runtime sets it for a stage
     speed.ratios(Watch(clock, 0.25), {"m": Watch(clock, 0.5)}, ["a"], ["b"], 4, False, rounds=2)
     assert set(seen) == {"true"} and speed.os.environ["TOKENIZERS_PARALLELISM"] == "false"
 
@@ -137,7 +137,7 @@ def test_models_with_the_same_cost_key_are_timed_once_and_the_references_twin_is
 
 
 def test_a_cut_and_its_trained_self_share_a_cost_key_and_other_shapes_do_not(tiny_model_dir):
-    from pldistill.models import BiEncoder
+    from pldistill.models.encoders import BiEncoder
 
     cut = BiEncoder.load(str(tiny_model_dir), 32, layers=[1])
     trained = BiEncoder.load(str(tiny_model_dir), 32, layers=[0])
@@ -152,7 +152,7 @@ def test_a_cut_and_its_trained_self_share_a_cost_key_and_other_shapes_do_not(tin
     cut.use_backend("onnx")
     assert cut.cost_key() is None  # chosen per model at its first big call: timed
 
-    from pldistill.teachers import Calibration, Member, Teacher
+    from pldistill.teach.teachers import Calibration, Member, Teacher
 
     def member(model):
         return Member("member-00", "bi", str(tiny_model_dir), False, model, Calibration("linear", (1.1, -0.2)))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sentence_transformers import CrossEncoder, SentenceTransformer
 
-from pldistill import schemas
+from pldistill.base import schemas
 from pldistill.params.config import parse_params
 from stages.evaluate import evaluate
 from tests.conftest import STAGES, adaptation_target, run_chain
@@ -193,8 +193,8 @@ def test_dse_chain_learns_teacher_logits_on_gold_and_silver(chains):
     # 3 epochs of 20 steps, unless dev stopped improving for more than train.patience (1) epoch before
     assert report["steps"] == 3 * 20 or report["stopped_early"].startswith(f"at step {report['steps']} of {3 * 20}:")
 
-    from pldistill.dse import DSE
-    from pldistill.metrics import correlation
+    from pldistill.base.metrics import correlation
+    from pldistill.models.dse import DSE
     student = DSE.load(root / "models/bi")
     test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
     pred = student.score(test["sentence1"], test["sentence2"], bf16=False)
@@ -228,21 +228,21 @@ def test_rtt_ensemble_chain_distils_sub_models_into_one_student(chains):
     curve = pd.read_csv(root / "metrics/teacher-dev.csv")
     assert list(curve["member"].unique()) == ["sub-01", "sub-02"] and (curve["step"].diff().iloc[1:] > 0).all()
 
-    from pldistill.ensemble import Ensemble, read_embeddings
+    from pldistill.teach.ensemble import Ensemble, read_embeddings
     sentences, emb = read_embeddings(root / "data/silver/ensemble.parquet")
     train = schemas.read(root / "data/clean/train.parquet", schemas.PAIRS)
     assert sentences == list(dict.fromkeys([*train["sentence1"], *train["sentence2"]]))  # no RTT corpus
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
     label_report = json.loads((root / "metrics/label.json").read_text())
     assert label_report["ensemble"]["members"] == ["sub-01", "sub-02"] and label_report["silver_pairs"] == 0
-    from pldistill.ensemble import member_weights
+    from pldistill.teach.ensemble import member_weights
     expected = member_weights([m["best_dev"] for m in members], "softmax")
     assert label_report["ensemble"]["weights"] == pytest.approx(expected, abs=1e-6)
 
     assert "cross" not in result and set(result["submodels"]) == {"sub-01", "sub-02"}
     test = schemas.read(root / "data/clean/test.parquet", schemas.PAIRS)
     teacher = Ensemble.load(root / "models/teacher", "softmax", 1.0, params.teacher.max_length)
-    from pldistill.metrics import correlation
+    from pldistill.base.metrics import correlation
     assert correlation(teacher.score(test["sentence1"], test["sentence2"], bf16=False),
                        test["score"]) == result["ensemble"]["test"]
     report = json.loads((root / "metrics/distill.json").read_text())
@@ -269,7 +269,7 @@ def test_classification_chain_reports_auc_f1_and_a_majority_baseline(chains):
     assert result["baseline"]["majority"]["test"]["accuracy"] == pytest.approx(100 * max(share, 1 - share), abs=0.01)
     assert result["baseline"]["majority"]["test"]["auc"] == 50.0
 
-    from pldistill.metrics import best_threshold, classification
+    from pldistill.base.metrics import best_threshold, classification
     dev = schemas.read(root / "data/clean/dev.parquet", schemas.PAIRS)
     bi = SentenceTransformer(str(root / "models/bi"), device="cpu")
     cos = lambda df: np.sum(bi.encode(list(df["sentence1"]), normalize_embeddings=True)  # noqa: E731
@@ -305,7 +305,7 @@ def test_extra_evaluation_sets_get_their_own_blocks(chains, tmp_path):
     main = json.loads((m / "eval.json").read_text())
     assert main["bi"] == result["bi"] and main["extra"] == result["extra"]
 
-    from pldistill.metrics import correlation
+    from pldistill.base.metrics import correlation
     sick_test = [r for i, r in enumerate(make_pairs(60, offset=500).itertuples()) if i % 3 == 2]
     bi = SentenceTransformer(str(built / "models/bi"), device="cpu")
     a = bi.encode([r.sentence1 for r in sick_test], normalize_embeddings=True)
@@ -349,13 +349,13 @@ def test_domain_adaptation_teacher_learns_the_source_and_no_target_label_is_used
 
 
 def test_without_adaptation_the_source_folder_holds_a_note(chains):
-    from pldistill.io import SKIPPED_NOTE
+    from pldistill.base.io import SKIPPED_NOTE
     root = chains("augsbert").root
     assert [p.name for p in (root / "data/clean/source").iterdir()] == [SKIPPED_NOTE]
     assert "adapt" not in json.loads((root / "metrics/download.json").read_text())
 
 
 def test_adaptation_is_refused_outside_augsbert(small):
-    from pldistill.errors import ConfigError
+    from pldistill.base.errors import ConfigError
     with pytest.raises(ConfigError, match="adapt.dataset.*recipe augsbert"):
         parse_params({**small.model_dump(mode="json"), "recipe": "dse", "adapt": {"dataset": "demo"}})

@@ -1,5 +1,6 @@
-"""A static student (student.kind static): the start distilled from a transformer by stage cut (pldistill.static),
-trained by stages gold, embed and distill as any student, loaded by sentence-transformers alone."""
+"""A static student (student.kind static): the start distilled from a transformer by stage cut
+(pldistill.students.static), trained by stages gold, embed and distill as any student, loaded by sentence-transformers
+alone."""
 
 import json
 from pathlib import Path
@@ -10,12 +11,12 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from pldistill import cut as cutting
-from pldistill import static, token_weights
-from pldistill.errors import ConfigError, ModelError
-from pldistill.io import sha256_file
-from pldistill.models import BiEncoder, StaticEmbedding, is_static
+from pldistill.base.errors import ConfigError, ModelError
+from pldistill.base.io import sha256_file
+from pldistill.models.encoders import BiEncoder, StaticEmbedding, is_static
 from pldistill.params.config import parse_params
+from pldistill.students import cut as cutting
+from pldistill.students import static, token_weights
 from pldistill.verdict import verdict
 from stages.embed import embed_teacher
 from tests.conftest import run_chain

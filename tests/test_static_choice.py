@@ -1,5 +1,5 @@
 """Several static starts (static.model and static.dims as lists): stage cut makes each, runs stage embed's step on
-each, keeps the best on dev and says why (pldistill/static_choice.py); stage embed then learns the chosen one's
+each, keeps the best on dev and says why (pldistill/students/static_choice.py); stage embed then learns the chosen one's
 targets in the start's own PCA directions."""
 
 import json
@@ -9,11 +9,11 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from pldistill import cut as cutting
-from pldistill import embedding, static_choice
-from pldistill.errors import ConfigError
-from pldistill.numeric import l2_normalise
+from pldistill.base.errors import ConfigError
+from pldistill.base.numeric import l2_normalise
 from pldistill.params.config import parse_params
+from pldistill.students import cut as cutting
+from pldistill.students import embedding, static_choice
 from tests.conftest import run_chain
 
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pldistill.store import MANIFEST, Store, default_root, fingerprint, step_key
+from pldistill.base.store import MANIFEST, Store, default_root, fingerprint, step_key
 
 
 def fill(store, key, text="weights", meta=None):

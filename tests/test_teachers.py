@@ -8,13 +8,13 @@ import pytest
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
-from pldistill import schemas
-from pldistill.errors import ConfigError
-from pldistill.io import machine_path
-from pldistill.models import BiEncoder, ModelError
-from pldistill.numeric import LOGIT_EPS, logit
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.base.io import machine_path
+from pldistill.base.numeric import LOGIT_EPS, logit
+from pldistill.models.encoders import BiEncoder, ModelError
 from pldistill.params.config import parse_params
-from pldistill.teachers import Calibration, Teacher
+from pldistill.teach.teachers import Calibration, Teacher
 from tests.conftest import run_chain
 
 
@@ -160,7 +160,7 @@ def test_trans_encoder_prunes_only_its_starting_student(tiny_params, tmp_path):
 
 def test_candidates_are_scored_on_dev_the_best_labels_alone_and_a_missing_one_is_skipped(tiny_params, tmp_path,
                                                                                          monkeypatch, capsys):
-    from pldistill import console
+    from pldistill.base import console
     from pldistill.recipes import members
 
     monkeypatch.setattr(console, "_HINTED", set())  # a hint given in an earlier test of this process
@@ -192,7 +192,7 @@ def test_candidates_are_scored_on_dev_the_best_labels_alone_and_a_missing_one_is
 def test_a_bundled_model_not_installed_says_so_and_what_it_adds(monkeypatch):
     from importlib import metadata
 
-    from pldistill import bundled
+    from pldistill.base import bundled
 
     real = metadata.distribution
 

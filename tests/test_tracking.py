@@ -1,4 +1,4 @@
-"""DVCLive logging (pldistill.tracking): each step's loss, dev at each evaluation, runs laid end to end,
+"""DVCLive logging (pldistill.train.tracking): each step's loss, dev at each evaluation, runs laid end to end,
 and nothing DVC would read as a metric or a pipeline."""
 
 import csv
@@ -6,10 +6,10 @@ import csv
 import pytest
 import torch
 
-from pldistill import tracking
-from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.models import BiEncoder
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import parse_params
+from pldistill.train import tracking
+from pldistill.train.losses.cosine_mse import CosineMSELoss
 from tests.conftest import fit, make_pairs
 
 
@@ -44,7 +44,7 @@ def test_no_log_is_open_outside_a_stage_command():
 
 
 def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_model_dir, tmp_path):
-    from pldistill import resume
+    from pldistill.train import resume
     from tests.test_resume import Killed, _params, _start
 
     params = _params()

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from pldistill.losses.cosent import cosent
-from pldistill.losses.cosine_mse import CosineMSELoss, cosine_mse
-from pldistill.losses.pair import pair_loss
-from pldistill.metrics import correlation, dev_spearman, jaccard
-from pldistill.models import BiEncoder
+from pldistill.base.metrics import correlation, dev_spearman, jaccard
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import parse_params
-from pldistill.training import train as fit_at
+from pldistill.train.losses.cosent import cosent
+from pldistill.train.losses.cosine_mse import CosineMSELoss, cosine_mse
+from pldistill.train.losses.pair import pair_loss
+from pldistill.train.training import train as fit_at
 from tests.conftest import fit, make_pairs
 
 
@@ -141,7 +141,7 @@ def test_a_loss_reads_as_many_text_columns_as_the_data_have(tiny_model_dir):
 
 
 def test_columns_of_unequal_length_or_the_wrong_count_are_refused(tiny_model_dir):
-    from pldistill.training import Run
+    from pldistill.train.training import Run
 
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
     p = parse_params({"student": {"batch_size": 4, "epochs": 1}})
@@ -164,7 +164,7 @@ def test_metrics():
 def test_a_loss_s_own_module_trains_at_its_own_learning_rate(tiny_model_dir):
     """A head the loss holds (DSE's) is trained with the model, at ``lr_by_prefix``'s rate (the Trainer's
     learning_rate_mapping); biases and LayerNorm weights are not decayed."""
-    from pldistill.training import Run
+    from pldistill.train.training import Run
 
     bi = BiEncoder.load(str(tiny_model_dir), max_length=32)
 
@@ -188,8 +188,8 @@ def test_a_loss_s_own_module_trains_at_its_own_learning_rate(tiny_model_dir):
 
 def _seeded_start(tiny_model_dir, params, calls):
     """fit_seeds' start(seed): everything seeded from ``seed``; a real dev score on held-out pairs."""
-    from pldistill.seeding import seed_all
-    from pldistill.training import start as started
+    from pldistill.base.seeding import seed_all
+    from pldistill.train.training import start as started
 
     train, dev = make_pairs(64), make_pairs(24, offset=100)
     ep = parse_params({"evaluate": {"bf16": False}}).evaluate
@@ -205,7 +205,7 @@ def _seeded_start(tiny_model_dir, params, calls):
 
 
 def test_seed_optimisation_finishes_the_best_seed_at_the_stop_as_if_it_ran_alone(tiny_model_dir):
-    from pldistill.wrappers import seed_optimised as fit_seeds
+    from pldistill.train.wrappers import seed_optimised as fit_seeds
 
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 2, "evals_per_epoch": 2,
                                        "select": "last"}}).student
@@ -230,7 +230,7 @@ def test_seed_optimisation_finishes_the_best_seed_at_the_stop_as_if_it_ran_alone
 
 
 def test_one_seed_is_a_plain_run(tiny_model_dir):
-    from pldistill.wrappers import seed_optimised as fit_seeds
+    from pldistill.train.wrappers import seed_optimised as fit_seeds
 
     params = parse_params({"student": {"lr": 2e-3, "batch_size": 8, "epochs": 1, "evals_per_epoch": 2}}).student
     calls = []
@@ -240,8 +240,8 @@ def test_one_seed_is_a_plain_run(tiny_model_dir):
 
 
 def test_seeds_and_stop_are_validated():
-    from pldistill.errors import ConfigError
-    from pldistill.wrappers import seeds_of
+    from pldistill.base.errors import ConfigError
+    from pldistill.train.wrappers import seeds_of
 
     p = parse_params({"student": {"seeds": 5}, "seed": 40})
     assert seeds_of(p.student, p.seed) == [40, 41, 42, 43, 44] and p.student.seed_stop == 0.2
@@ -257,7 +257,7 @@ def test_seeds_and_stop_are_validated():
 def test_the_fused_optimizer_is_opt_in_and_lands_where_the_default_does(tiny_model_dir):
     import pytest
 
-    from pldistill.errors import ConfigError
+    from pldistill.base.errors import ConfigError
 
     runs = {}
     for opt in ("adamw", "adamw-fused"):
@@ -290,7 +290,7 @@ def test_student_loss_cosent_is_what_a_bi_encoder_learns_pairs_by(tiny_model_dir
 
 
 def test_a_pair_loss_is_refused_where_nothing_would_learn_it():
-    from pldistill.errors import ConfigError
+    from pldistill.base.errors import ConfigError
 
     assert parse_params({"student": {"loss": "cosent"}}).student.loss == "cosent"  # augsbert: student and baseline
     with pytest.raises(ConfigError, match="student.loss cosent: recipe dse's student learns its own section's loss"):

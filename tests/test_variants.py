@@ -2,10 +2,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pldistill import embedding, schemas, variants
-from pldistill.errors import ConfigError
+from pldistill.base import schemas
+from pldistill.base.errors import ConfigError
+from pldistill.data import variants
 from pldistill.params.config import parse_params
 from pldistill.params.train import EMBED_VARIANT_OPS, EmbedParams
+from pldistill.students import embedding
 
 SENTENCES = ["the quick brown fox jumps over the lazy dog today",
              "a man is slicing red onions on a wooden board",

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from pldistill import runtime
-from pldistill.handover import LIGHT
+from pldistill.run import runtime
+from pldistill.run.handover import LIGHT
 from pldistill.warm import decline_reason, differences
 from tests.conftest import ROOT
 
 PROBE = '''
 import json, os, sys, time
 if sys.argv[1:2] == ["orphan"]:
-    from pldistill.runtime import stop_cleanly
+    from pldistill.run.runtime import stop_cleanly
     try:
         with stop_cleanly() as orphaned:
             print("sleeping", flush=True)
@@ -47,7 +47,7 @@ sys.exit(int(sys.argv[1]))
 def project(tmp_path: Path) -> Path:
     pkg = tmp_path / "stages"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text("from pldistill.handover import hand_over\nhand_over()\n")
+    (pkg / "__init__.py").write_text("from pldistill.run.handover import hand_over\nhand_over()\n")
     (pkg / "probe.py").write_text(PROBE)
     return tmp_path
 
@@ -162,7 +162,7 @@ def test_the_server_declines_other_pythons_commands_and_environments():
     assert decline_reason(ok, env) is None
     assert "the stage runs /usr/bin/python9" in decline_reason({**ok, "executable": "/usr/bin/python9"}, env)
     assert "not a stage's command" in decline_reason({**ok, "argv": ["json.tool"]}, env)
-    assert decline_reason({**ok, "argv": ["pldistill.launch", "stages.gold"]}, env) is None
+    assert decline_reason({**ok, "argv": ["pldistill.run.launch", "stages.gold"]}, env) is None
     theirs = {**env, "HF_HUB_OFFLINE": "1", "DVC_ROOT": "/p", "PWD": "/p", "SHLVL": "2", "PLDISTILL_WARM": "/s"}
     assert differences(env, theirs) == ["HF_HUB_OFFLINE"]  # DVC's, the shell's and the socket's keys do not count
     assert differences({**env, "PS1": "(.venv) $ "}, env) == []  # bash drops an activated venv's prompt

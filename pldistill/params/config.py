@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from pldistill.errors import ConfigError
+from pldistill.base.errors import ConfigError
 from pldistill.params.data import (
     DEMO_SENTENCES,
     AdaptParams,

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from pldistill.errors import ConfigError
+from pldistill.base.errors import ConfigError
 from pldistill.params.defaults_data import DEFAULTS
 from pldistill.params.names import COMPRESSED_SUFFIXES, TABLE_SUFFIXES, format_suffix, registered
 

@@ -12,21 +12,21 @@ from __future__ import annotations
 # The first is the default.
 RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
 
-# sample.strategy (pldistill.sampling.REGISTRY); several may be joined by + (bm25+semantic is one of its own)
+# sample.strategy (pldistill.pairs.sampling.REGISTRY); several may be joined by + (bm25+semantic is one of its own)
 STRATEGIES = ("none", "random", "kde", "bm25", "semantic", "given", "bm25+semantic")
-# data.dataset's named datasets (pldistill.datasets.LOADERS); a path to a table is the other kind of value
+# data.dataset's named datasets (pldistill.data.datasets.LOADERS); a path to a table is the other kind of value
 DATASETS = ("demo", "stsb", "sickr", "mrpc", "qqp")
-# augment.rtt.backend (pldistill.rtt.BACKENDS, and none)
+# augment.rtt.backend (pldistill.data.rtt.BACKENDS, and none)
 RTT_BACKENDS = ("none", "marian", "table")
-# bundled:<name> model specs (pldistill.bundled.BUNDLED, which holds where each ships and its checksum)
+# bundled:<name> model specs (pldistill.base.bundled.BUNDLED, which holds where each ships and its checksum)
 BUNDLED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 
-# export.formats (pldistill.export, stage export): a transformer student's forms, then a static student's
+# export.formats (pldistill.ship.export, stage export): a transformer student's forms, then a static student's
 EXPORT_FORMATS = ("onnx", "onnx-int8", "openvino", "openvino-int8", "model2vec", "model2vec-f16", "model2vec-int8")
 
 
 # The formats a table path may name (data.dataset, data.unscored, embed.corpus, ...), and the compressions read
-# through (pldistill.reading, by their first bytes): pairs.csv.gz is a .csv, gzip-compressed.
+# through (pldistill.data.reading, by their first bytes): pairs.csv.gz is a .csv, gzip-compressed.
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip")
 

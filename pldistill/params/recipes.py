@@ -1,5 +1,5 @@
 """Every recipe's params: its own section and its ``RecipeSpec`` (what it allows of the other sections, its rules,
-and the kinds the scoring stages follow: pldistill.scoring, pldistill.labelling.label), all plain data, so
+and the kinds the scoring stages follow: pldistill.teach.scoring, pldistill.teach.labelling.label), all plain data, so
 pldistill.params.config checks a run against its recipe without importing any recipe's code. ``SPECS``: each
 recipe's spec by name. Adding a recipe: its section and spec here, ``recipes/<name>.py``, its entry in
 pldistill/recipes/registry.py and its section in params.yaml (docs/layout.md)."""
@@ -31,7 +31,8 @@ class RecipeSpec:
     adapts: bool = False  # adapt.dataset (domain adaptation) applies
     student_loss: bool = False  # its student learns by student.loss (else by its own section's loss)
     teacher_members: bool = True  # teacher.members and teacher.layers apply (False: teacher.model is a start only)
-    # what the scoring stages load and do, by kind (pldistill.scoring, pldistill.labelling), so they import no recipe
+    # what the scoring stages load and do, by kind (pldistill.teach.scoring, pldistill.teach.labelling), so they import
+    # no recipe
     student: str = "bi"  # bi: a bi-encoder student (models/bi) | dse: a DSE student, scored through its head
     teacher: str = "members"  # members: a Teacher (models/teacher) | cross: models/cross | ensemble: an Ensemble
     labels: str = "pairs"  # stage label: pairs | pairs+gold (the gold pairs' logits too) | distill (labels there) |

@@ -32,7 +32,8 @@ Bf16 = Literal["auto", True, False]
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 BF16_AS_PRECISION = {False: "fp32", True: "bf16", "auto": "auto"}
 
-# What runs inference (pldistill.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic int8)
+# What runs inference (pldistill.models.accel): torch, or the transformer exported to ONNX Runtime (fp32, or dynamic
+# int8)
 # or OpenVINO (fp32; bf16 on a CPU with native bf16 units; int8 feed-forward layers with group-wise activation
 # scales). auto picks per machine; every backend but torch must match torch fp32 (Spearman >= 0.999).
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
@@ -88,7 +89,7 @@ class RTTParams(_Section):
     """Round-trip translation in stage augment: each corpus sentence out to a pivot language and back."""
 
     params_yaml = DEFAULTS["augment"]["rtt"]
-    backend: str  # none, or one of pldistill.rtt.BACKENDS (validate.names()["rtt_backend"])
+    backend: str  # none, or one of pldistill.data.rtt.BACKENDS (validate.names()["rtt_backend"])
     source: str  # the corpus language
     languages: tuple[str, ...]  # pivot languages
     models: dict[str, tuple[str, str]]  # marian: {de: [out spec, back spec]}
@@ -242,7 +243,8 @@ class EvaluateParams(InferenceParams):
 
     params_yaml = DEFAULTS["evaluate"]
     speed_pairs: int = Field(ge=0)  # test pairs each model scores, in turns, for its speed ratio; 0: no timing
-    speed_rounds: int = Field(ge=1)  # rounds of turns (pldistill.speed): each model scores every chunk once a round
+    # rounds of turns (pldistill.ship.speed): each model scores every chunk once a round
+    speed_rounds: int = Field(ge=1)
     speed_chunk: int = Field(ge=1)  # pairs a turn
     speed_min_seconds: float = Field(ge=0)  # in each turn a model scores its chunk again until this long has gone
     speed_threads: int | None = Field(ge=1)  # threads each model is timed with; None: every core

@@ -30,7 +30,7 @@ class SharedStepParams(_Section):
     accumulate: int = Field(ge=1)  # micro-batches per optimizer step: batch_size rows in this many passes
     optimizer: Literal["adamw", "adamw-fused"]  # adamw: torch's for-loop AdamW | adamw-fused: its fused kernel
     checkpoint_every: int | None = Field(ge=0)  # mid-run checkpoints: null at each dev evaluation,
-                                                      # N every N steps, 0 none (pldistill/resume.py)
+                                                      # N every N steps, 0 none (pldistill/train/resume.py)
     # a checkpoint (the end's too) waits until this many seconds have gone since the last: one costs about 0.9 s
     # for a 2-layer student on a 2-core CPU, so a short run writes few; 0: none waits
     checkpoint_seconds: float = Field(ge=0)
@@ -86,12 +86,12 @@ class TrainParams(StepParams):
     trust_remote_code: bool
     seeds: int = Field(ge=1)  # seed optimisation: seeds seed .. seed+seeds-1, each stopped at seed_stop,
     seed_stop: float = Field(gt=0, lt=1)  # the fraction of training steps; the best on dev is finished
-    soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/wrappers.py)
+    soup: bool  # seeds > 1: train every seed to the end and average their weights (pldistill/train/wrappers.py)
     layers: tuple[int, ...] | None  # keep only these transformer layers of `model` (e.g. [0, 2, 4])
     # a bi-encoder's pair loss: cosine, MSE of the cosine to the score (Sentence-BERT) | cosent, the order of the
     # scores within each batch (CoSENT). A cross-encoder learns soft BCE: cosine there
     loss: Literal["cosine", "cosent"]
-    # batches of pairs of similar length (pldistill.batching): auto, for loss cosine (a mean over pairs); CoSENT
+    # batches of pairs of similar length (pldistill.base.batching): auto, for loss cosine (a mean over pairs); CoSENT
     # compares a batch's pairs with one another, so auto leaves its batches random (and a static model's, unpadded)
     group_by_length: bool | Literal["auto"]
 
@@ -118,13 +118,14 @@ class TrainParams(StepParams):
 
 
 class StudentParams(TrainParams):
-    """The student section: a TrainParams whose ``layers`` may be ``auto``, the cut chosen on dev (pldistill.cut)."""
+    """The student section: a TrainParams whose ``layers`` may be ``auto``, the cut chosen on dev
+    (pldistill.students.cut)."""
 
     params_yaml = DEFAULTS["student"]
     layers: tuple[int, ...] | Literal["auto"] | None  # auto: the best cut of `keep` layers, chosen on dev
     keep: int = Field(ge=1)  # layers auto: how many transformer layers the chosen cut keeps
     # transformer: `model`, cut to `layers` | static: token vectors distilled from a transformer (section static;
-    # pldistill/static.py), no transformer at run time
+    # pldistill/students/static.py), no transformer at run time
     kind: Literal["transformer", "static"]
     # after each pair training: the weights mixed with its start's where dev prefers a mix (WiSE-FT; pldistill.soup)
     wise: bool
@@ -250,7 +251,7 @@ def _distinct(v: tuple[str, ...], allowed: tuple[str, ...], what: str, empty: bo
 EMBED_LOSSES = ("mse", "sim", "mse+sim")
 PROJECTIONS = ("auto", "pca", "none")
 EMBED_SOURCES = ("train", "given", "paraphrases")
-EMBED_VARIANT_OPS = ("drop", "crop", "splice", "swap")  # pldistill.variants.OPS
+EMBED_VARIANT_OPS = ("drop", "crop", "splice", "swap")  # pldistill.data.variants.OPS
 
 
 class EmbedParams(StepParams):
@@ -263,7 +264,8 @@ class EmbedParams(StepParams):
     corpus: str | None  # more plain sentences: auto (the dataset's own: the demo's) | a .txt | a `sentence` table
     max_corpus: int | None = Field(ge=1)  # at most this many corpus sentences (drawn with the seed)
     sources: tuple[str, ...]  # the task's sentences it learns: train pairs, given pairs, paraphrases
-    # variants of each sentence learned beside it (pldistill.variants); 0: none; auto: pldistill.variants.AUTO of
+    # variants of each sentence learned beside it (pldistill.data.variants); 0: none; auto: pldistill.data.variants.AUTO
+    # of
     # them for a step of fewer than AUTO_BELOW sentences, none above
     variants: Annotated[int, Field(ge=0)] | Literal["auto"]
     variant_ops: tuple[str, ...]  # how a variant is made, one drawn per variant: drop | crop | splice | swap
@@ -271,7 +273,7 @@ class EmbedParams(StepParams):
     sim_weight: float = Field(ge=0)  # the sim term's weight in mse+sim
     projection: str  # auto: none for equal widths, else pca | pca: onto the student's width | none
     batch_size: int = Field(ge=2)
-    # batches of sentences of similar length (pldistill.batching): auto, for loss mse (a mean over sentences);
+    # batches of sentences of similar length (pldistill.base.batching): auto, for loss mse (a mean over sentences);
     # sim compares a batch's sentences with one another, so auto leaves its batches random
     group_by_length: bool | Literal["auto"]
 

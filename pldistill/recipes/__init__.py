@@ -1,7 +1,7 @@
 """The four methods' training, one module each, behind one interface (``pldistill.recipes.base.Recipe``): what
 stages teacher and distill run, through ``registry.get(params.recipe)``. Stages label and evaluate never import
-this package: they follow the recipe's spec (pldistill.params.recipes), loading what it names (pldistill.scoring,
-pldistill.labelling.label). What each recipe does at each stage:
+this package: they follow the recipe's spec (pldistill.params.recipes), loading what it names (pldistill.teach.scoring,
+pldistill.teach.labelling.label). What each recipe does at each stage:
 
     stage     augsbert             dse                        trans-encoder              rtt-ensemble
     teacher   members fit on gold  members fit on gold        none (a note)              contrastive sub-models

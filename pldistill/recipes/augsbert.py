@@ -10,18 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cards, distributed, schemas, token_weights
-from pldistill.datasets import gold_dir
-from pldistill.metrics import split_scores
-from pldistill.models import BiEncoder
+from pldistill.base import cards, schemas
+from pldistill.base.metrics import split_scores
+from pldistill.base.store import Store
+from pldistill.data.datasets import gold_dir
+from pldistill.models.encoders import BiEncoder
 from pldistill.params.config import Params
 from pldistill.params.train import TrainParams
 from pldistill.recipes import rounds
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
-from pldistill.store import Store
-from pldistill.teachers import Teacher
-from pldistill.training import FitResult
-from pldistill.wrappers import train_model
+from pldistill.run import distributed
+from pldistill.students import token_weights
+from pldistill.teach.teachers import Teacher
+from pldistill.train.training import FitResult
+from pldistill.train.wrappers import train_model
 
 
 class AugSBERT(Recipe):

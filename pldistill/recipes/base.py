@@ -1,7 +1,7 @@
 """``Recipe``: what a method trains, in stages teacher and distill. Its teacher is by default the supervised one
 (Augmented SBERT and DSE share it): members fitted and calibrated on gold (pldistill.recipes.members). A recipe
 overrides what it does differently; ``distill`` is its own. Stages label and evaluate follow the recipe's spec
-instead (pldistill.labelling.label, pldistill.scoring). Also the parts recipes share."""
+instead (pldistill.teach.labelling.label, pldistill.teach.scoring). Also the parts recipes share."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pldistill.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
-from pldistill.models import PairModel
+from pldistill.base.io import SKIPPED_NOTE, atomic_dir, write_card, write_csv_rows, write_note_dir
+from pldistill.models.encoders import PairModel
 from pldistill.params.config import Params
 from pldistill.params.train import TrainParams
 from pldistill.recipes import members
-from pldistill.teachers import Teacher
-from pldistill.training import FitResult
+from pldistill.teach.teachers import Teacher
+from pldistill.train.training import FitResult
 
 CYCLE_COLUMNS = ["cycle", "bi_dev", "bi_test", "cross_dev", "cross_test"]  # the score-per-cycle plot
 
@@ -79,7 +79,7 @@ def teacher_as_cross(teacher: Teacher, path: Path, cross: Path) -> None:
         copy_dir(path / teacher.cross_dir, cross)
     else:
         write_note_dir(cross, "the teacher is not one cross-encoder: " + "; ".join(m.describe for m in teacher.members)
-                       + f". It lives in {path} (pldistill.teachers.Teacher.load)")
+                       + f". It lives in {path} (pldistill.teach.teachers.Teacher.load)")
 
 
 def end_distill(dirs: DistillDirs, student: PairModel, card: str, res: FitResult, cross: Teacher | str,

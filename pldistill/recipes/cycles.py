@@ -20,13 +20,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from pldistill.io import write_csv_rows
-from pldistill.keys import environment, weights_digest
-from pldistill.models import PairModel
+from pldistill.base.io import write_csv_rows
+from pldistill.base.keys import environment, weights_digest
+from pldistill.base.store import Steps, Store, fingerprint, portable
+from pldistill.models.encoders import PairModel
 from pldistill.params.config import Params
 from pldistill.recipes.base import CYCLE_COLUMNS
-from pldistill.store import Steps, Store, fingerprint, portable
-from pldistill.training import FitResult
+from pldistill.train.training import FitResult
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: dvc.yaml, stages/, pldistill/
 STAGE = "distill"  # the stage the cycles run in

@@ -1,5 +1,5 @@
 """Distilled Sentence Embedding (Barkan et al., 2020): a bi-encoder student with a small learned
-similarity head over [u, v, u*v, |u-v|] (pldistill.dse) learns the teacher's logits on every pair, mixed
+similarity head over [u, v, u*v, |u-v|] (pldistill.models.dse) learns the teacher's logits on every pair, mixed
 with the gold labels on the gold pairs (weight dse.alpha). Its teacher and labels are the supervised
 defaults, plus the teacher's logits on the gold pairs (stage label)."""
 
@@ -10,16 +10,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, distributed, schemas
-from pldistill.datasets import task_of
-from pldistill.dse import DSE
-from pldistill.losses.dse import DSELoss
-from pldistill.metrics import split_scores
+from pldistill.base import cards, schemas
+from pldistill.base.metrics import split_scores
+from pldistill.base.seeding import seed_all
+from pldistill.data.datasets import task_of
+from pldistill.models.dse import DSE
 from pldistill.params.config import Params
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill, student_start
-from pldistill.seeding import seed_all
-from pldistill.teachers import Teacher
-from pldistill.training import train
+from pldistill.run import distributed
+from pldistill.teach.teachers import Teacher
+from pldistill.train.losses.dse import DSELoss
+from pldistill.train.training import train
 
 
 def dse_rows(gold: pd.DataFrame, on_gold: pd.DataFrame, labelled: pd.DataFrame, gold_file: Path,
@@ -64,7 +65,7 @@ class DSERecipe(Recipe):
             "pooling": dp.pooling, "head": f"[u, v, u*v, |u-v|] -> {dp.hidden} (ReLU) -> logit",
             "loss": "alpha (S - T)^2 + (1 - alpha) loss on gold; (S - T)^2 on silver",
             **cards.fit_facts(res.summary(), dp), "seed": params.seed},
-            "A Distilled Sentence Embedding student. Load it with `pldistill.dse.DSE.load(path)` to score pairs "
+            "A Distilled Sentence Embedding student. Load it with `pldistill.models.dse.DSE.load(path)` to score pairs "
             "through its learned head (from cached embeddings); plain `SentenceTransformer(path)` loads the "
             "encoder alone, with mean pooling and cosine.")
         teacher, ep = Teacher.load(dirs.teacher, params.teacher.max_length), params.evaluate

@@ -1,6 +1,7 @@
 """Stage teacher's members for the recipes with one (augsbert, dse): each fine-tuned on the gold pairs or taken as
-given, calibrated on dev (pldistill.teachers.calibrate), with teacher.candidates the best on dev kept; saved as a
-pldistill.teachers.Teacher. This is the training side of a teacher; loading and scoring one is pldistill.teachers."""
+given, calibrated on dev (pldistill.teach.teachers.calibrate), with teacher.candidates the best on dev kept; saved as a
+pldistill.teach.teachers.Teacher. This is the training side of a teacher; loading and scoring one is
+pldistill.teach.teachers."""
 
 from __future__ import annotations
 
@@ -9,19 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from pldistill import cards, distributed, schemas
-from pldistill.bundled import not_installed, short_hint
-from pldistill.console import detail, hint
-from pldistill.datasets import gold_dir
-from pldistill.errors import ModelError
-from pldistill.metrics import correlation
-from pldistill.models import LOADERS, BiEncoder, CrossModel
+from pldistill.base import cards, schemas
+from pldistill.base.bundled import not_installed, short_hint
+from pldistill.base.console import detail, hint
+from pldistill.base.errors import ModelError
+from pldistill.base.metrics import correlation
+from pldistill.data.datasets import gold_dir
+from pldistill.models.encoders import LOADERS, BiEncoder, CrossModel
 from pldistill.params.config import Params
 from pldistill.params.sections import EvaluateParams
 from pldistill.params.train import TeacherMember
-from pldistill.teachers import Member, Teacher, calibrate
-from pldistill.training import FitResult, write_curves
-from pldistill.wrappers import train_model
+from pldistill.run import distributed
+from pldistill.teach.teachers import Member, Teacher, calibrate
+from pldistill.train.training import FitResult, write_curves
+from pldistill.train.wrappers import train_model
 
 
 def train_member(mp: TeacherMember, ep: EvaluateParams, train: pd.DataFrame, dev: pd.DataFrame, seed: int,

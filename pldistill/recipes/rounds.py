@@ -26,20 +26,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import labelling, schemas, semantic
-from pldistill.io import atomic_dir
-from pldistill.metrics import split_scores
-from pldistill.models import BiEncoder
+from pldistill.base import schemas
+from pldistill.base.io import atomic_dir
+from pldistill.base.metrics import split_scores
+from pldistill.base.store import Store, digest
+from pldistill.models.encoders import BiEncoder
+from pldistill.pairs import semantic
+from pldistill.pairs.sampling import new_pairs, unique_sentences
 from pldistill.params.config import Params
 from pldistill.params.train import TrainParams
 from pldistill.recipes.base import DistillDirs, copy_dir, cycle_row, teacher_as_cross
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of
-from pldistill.sampling import new_pairs, unique_sentences
-from pldistill.store import Store, digest
-from pldistill.teachers import Teacher
-from pldistill.training import FitResult
-from pldistill.wrappers import train_model
+from pldistill.teach import labelling
+from pldistill.teach.teachers import Teacher
+from pldistill.train.training import FitResult
+from pldistill.train.wrappers import train_model
 
 PAIRS = "pairs.parquet"  # a mining or labelling step's pairs
 MINED = "student"  # the strategy (provenance) of the pairs the student mined

@@ -20,18 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from pldistill import cards, schemas
-from pldistill.cleaning import sentence_key
-from pldistill.ensemble import MEMBERS_FILE, corpus, read_embeddings
-from pldistill.io import atomic_dir
-from pldistill.losses.ensemble import EnsembleDistillLoss
-from pldistill.losses.info_nce import SimCSELoss
-from pldistill.metrics import split_scores
-from pldistill.models import BiEncoder, ModelError
+from pldistill.base import cards, schemas
+from pldistill.base.cleaning import sentence_key
+from pldistill.base.io import atomic_dir
+from pldistill.base.metrics import split_scores
+from pldistill.base.seeding import seed_all
+from pldistill.models.encoders import BiEncoder, ModelError
 from pldistill.params.config import Params
 from pldistill.recipes.base import DistillDirs, Recipe, cycle_row, end_distill
-from pldistill.seeding import seed_all
-from pldistill.training import train, write_curves
+from pldistill.teach.ensemble import MEMBERS_FILE, corpus, read_embeddings
+from pldistill.train.losses.ensemble import EnsembleDistillLoss
+from pldistill.train.losses.info_nce import SimCSELoss
+from pldistill.train.training import train, write_curves
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Cycle c:  label-bi     the bi-encoders of cycle c-1 (cycle 1: the starting ones)
           bi-<m>       each bi-encoder learns those scores (MSE on cosine)
 
 The steps run in the one N-cycle loop augsbert's cycles run in (pldistill.recipes.cycles): every step is an entry in a
-Store (pldistill.store) under a key that chains the run's fingerprint (what stage distill tracks, ``cycles``
+Store (pldistill.base.store) under a key that chains the run's fingerprint (what stage distill tracks, ``cycles``
 aside), the step's name and the key and stored bytes of the step before it. A step already stored is reused,
 not recomputed; a computed step is read back from the store before the next step uses it, so a
 resumed run and an uninterrupted one go through the same bytes. Each step seeds itself from
@@ -25,22 +25,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pldistill import cards, schemas
-from pldistill.cleaning import pair_keys
-from pldistill.io import atomic_dir, write_csv_rows, write_note_dir
-from pldistill.losses.cosine_mse import CosineMSELoss
-from pldistill.losses.soft_bce import SoftBCELoss
-from pldistill.metrics import split_scores
-from pldistill.models import BiEncoder, CrossModel
-from pldistill.numeric import sigmoid
+from pldistill.base import cards, schemas
+from pldistill.base.cleaning import pair_keys
+from pldistill.base.io import atomic_dir, write_csv_rows, write_note_dir
+from pldistill.base.metrics import split_scores
+from pldistill.base.numeric import sigmoid
+from pldistill.base.seeding import seed_all
+from pldistill.base.store import Store, digest
+from pldistill.models.encoders import BiEncoder, CrossModel
 from pldistill.params.config import Params
 from pldistill.params.train import StepParams
 from pldistill.recipes.base import DistillDirs, Recipe, copy_dir, cycle_row
 from pldistill.recipes.cycles import MODEL, Engine, Step, steps_report, write_plots
 from pldistill.recipes.cycles import best as best_of
-from pldistill.seeding import seed_all
-from pldistill.store import Store, digest
-from pldistill.training import FitResult, train
+from pldistill.train.losses.cosine_mse import CosineMSELoss
+from pldistill.train.losses.soft_bce import SoftBCELoss
+from pldistill.train.training import FitResult, train
 
 LABELS = "labels.parquet"  # a labelling step's file
 
@@ -281,7 +281,7 @@ def skip_teacher(out: Path, curve: Path, reason: str) -> dict:
 class TransEncoderRecipe(Recipe):
     """Unsupervised: no teacher stage (no cross-encoder may learn the gold scores) and no label stage; the
     cycles label and train inside stage distill. Finished steps live in a store outside DVC's outputs
-    (pldistill.store), so a rerun resumes."""
+    (pldistill.base.store), so a rerun resumes."""
 
     name = "trans-encoder"
 
