@@ -103,11 +103,12 @@ def test_the_data_stages_depend_on_few_modules():
     # the stages); console (~190 lines: the one line a stage prints, details on request, bars on a terminal)
     assert len(modules["check"]) <= 22 and len(modules["download"]) <= 17, modules
     # code only: a default added to params.yaml lengthens the generated defaults, not what these stages run
-    assert lines["check"] < 2420 and lines["download"] < 2625, lines  # (< 1950, < 2270 before the warm interpreter;
+    assert lines["check"] < 2420 and lines["download"] < 2670, lines  # (< 1950, < 2270 before the warm interpreter;
     # < 2115, < 2360 before the export section and a library's open thread pool; < 2170 before static.model and
     # static.dims took lists of candidates; < 2190, < 2370 before the one line a stage, issue 77; download < 2620
-    # before an old params file's retired key got its hint, issue 76)
-    assert not any(f.endswith(("models.py", "accel.py", "semantic.py")) for f in code["download"]), code
+    # before an old params file's retired key got its hint, issue 76; < 2625 before an old module path got its hint,
+    # pldistill/__init__.py, issue 78)
+    assert not any(f.endswith(("encoders.py", "accel.py", "semantic.py")) for f in code["download"]), code
 
 
 def test_lazy_relative_and_typing_imports_count(tmp_path):

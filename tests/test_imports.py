@@ -94,3 +94,21 @@ def test_each_subpackage_imports_only_those_below_it():
     loose = {m for m in GRAPH if m.count(".") == 1 and m.startswith("pldistill.")
              and not (ROOT / "pldistill" / m.split(".")[1]).is_dir()}
     assert loose <= {"pldistill.score", "pldistill.verdict", "pldistill.warm"}, loose
+
+
+def test_an_old_module_path_names_its_new_one():
+    """A module that moved into a subpackage (issue 78) fails to import with its new path named; an unknown name
+    fails as Python's own error does."""
+    import pytest
+
+    with pytest.raises(ModuleNotFoundError, match=r"pldistill.teachers.*moved to pldistill.teach.teachers"):
+        from pldistill import teachers  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match=r"moved to pldistill.params.config"):
+        import pldistill.validate
+    with pytest.raises(ModuleNotFoundError, match=r"^No module named 'pldistill.nothing'$"):
+        import pldistill.nothing
+    import pldistill
+
+    for old, pkg in pldistill.MOVED.items():  # each names a module that is there
+        where = ROOT / "pldistill" / pkg / old
+        assert where.with_suffix(".py").is_file() or where.is_dir(), where

@@ -40,7 +40,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
                 continue
             for name in names:
                 parts = name.split(".")
-                # the longest module of ours the name starts with (`from pldistill import io` is pldistill.base.io)
+                # the longest module of ours the name starts with (`from pldistill.base import io` is pldistill.base.io)
                 found = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in mods),
                              None)
                 if found and found != m:
