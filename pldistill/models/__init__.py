@@ -1,3 +1,3 @@
 """Models that score pairs, loaded light (no training code): bi- and cross-encoders (encoders), the DSE model (dse),
-the ONNX Runtime and OpenVINO backends (accel), tokenising ahead (ahead) and batches by length (batching). It may
-import base and params. Nothing is imported here."""
+the ONNX Runtime and OpenVINO backends (accel) and tokenising ahead (ahead). It may import base and params. Nothing
+is imported here."""

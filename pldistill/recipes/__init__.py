@@ -9,5 +9,6 @@ pldistill.teach.labelling.label). What each recipe does at each stage:
     distill   bi on gold + silver  DSE student (head + enc.)  the cycles                 bi learns the embeddings
     evaluate  Teacher, bi student  Teacher, DSE student       last cycles' cross, bi     the ensemble, bi
 
-Nothing is imported here: a stage that runs one recipe's module depends on what that module imports.
+It may import every package but ship. Nothing is imported here: a stage that runs one recipe's module depends on
+what that module imports.
 """
