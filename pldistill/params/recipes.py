@@ -2,7 +2,8 @@
 and the kinds the scoring stages follow: pldistill.teach.scoring, pldistill.teach.labelling.label), all plain data, so
 pldistill.params.config checks a run against its recipe without importing any recipe's code. ``SPECS``: each
 recipe's spec by name. Adding a recipe: its section and spec here, ``recipes/<name>.py``, its entry in
-pldistill/recipes/registry.py and its section in params.yaml (docs/layout.md)."""
+pldistill/recipes/registry.py, its name in pldistill.params.names.RECIPES, its field in
+pldistill.params.config.Params and its section in params.yaml (docs/layout.md, "Where to add")."""
 
 from __future__ import annotations
 
