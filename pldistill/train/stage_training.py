@@ -12,8 +12,10 @@ from pldistill.run import distributed
 from pldistill.train import resume, tracking
 
 
-class Training:
-    """The hooks run_stage calls for a training stage (a plain stage: ``runtime.PLAIN``, which does nothing)."""
+class Training(distributed.Ranks):
+    """The hooks run_stage calls for a training stage (a plain stage: ``runtime.PLAIN``, which does nothing): a stage
+    on several processes (``distributed.Ranks``: rank 0 reports, every rank leaves the group) that also checkpoints
+    and logs curves."""
 
     live = True  # the stage takes --live (a DVCLive folder)
 
@@ -23,12 +25,6 @@ class Training:
         stack.enter_context(resume.enabled(default_root() / "checkpoints"))
         if live is not None and distributed.is_main():
             stack.enter_context(tracking.logging_to(live))
-
-    def is_main(self) -> bool:
-        return distributed.is_main()  # several processes: rank 0 has the report (the others return {})
-
-    def leave(self) -> None:
-        distributed.leave()
 
     def kept(self) -> list[tuple[Path, int]]:
         return resume.kept()
