@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The import graph of pldistill/ and stages/, read from the code (stdlib + yaml), and what it says dvc.yaml
 must list: each stage depends on every module it runs (every import, lazy ones inside functions too, the
-packages' ``__init__`` files, config included) and on no other module.
+packages' ``__init__`` files, config included) and on no other module. And the keys of each recipe's own section
+each stage tracks: its spec's ``reads`` (pldistill/params/recipes.py), so a new recipe's keys reach dvc.yaml from
+its spec alone.
 
-    python scripts/stage_deps.py            # per stage: the modules dvc.yaml lacks or lists for nothing; exit 1 if any
-    python scripts/stage_deps.py --write    # rewrite the module entries of each stage's deps in dvc.yaml
+    python scripts/stage_deps.py            # per stage: the modules and recipe keys dvc.yaml lacks or lists for
+                                            # nothing; exit 1 if any
+    python scripts/stage_deps.py --write    # rewrite them: each stage's module deps and recipe params in dvc.yaml
     python scripts/stage_deps.py --cycles   # import cycles among the modules; exit 1 if any
     python scripts/stage_deps.py --levels   # the modules by level (0: imports nothing of ours)
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the project's package
 
 from pldistill.base.imports import PACKAGES, closure, imports, modules  # noqa: E402 (after the path)
+from pldistill.params.recipes import SPECS  # noqa: E402 (plain data: each recipe's section and the keys stages read)
 
 __all__ = ["PACKAGES", "closure", "imports", "modules"]
 # `python -m pldistill.run.launch stages.<name> ...`: runs the launcher, then the stage
@@ -118,11 +123,43 @@ def compare(root: Path = ROOT) -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
+RECIPE_SECTIONS = tuple(s.section for s in SPECS.values() if s.section)
+
+
+def is_recipe_key(key: str) -> bool:
+    """A key of a recipe's own section (``ensemble.k``, ``rounds``): its spec says which stages track it."""
+    return key.split(".")[0] in RECIPE_SECTIONS
+
+
+def recipe_params(comments: bool = False) -> dict[str, list[str]]:
+    """Stage -> the keys of the recipes' own sections it tracks, from each spec's ``reads`` (SPECS' order); with
+    ``comments``, each as dvc.yaml writes it, naming its recipe."""
+    out: dict[str, list[str]] = {}
+    for spec in SPECS.values():
+        for stage, keys in spec.reads.items():
+            listed = [f"{spec.section}.{k}" for k in keys] if keys else [str(spec.section)]
+            out.setdefault(stage, []).extend(f"{k:<21} # recipe {spec.name}" if comments else k for k in listed)
+    return out
+
+
+def compare_params(root: Path = ROOT) -> dict[str, tuple[list[str], list[str]]]:
+    """Stage -> (recipe keys its spec's reads name that dvc.yaml lacks, recipe keys dvc.yaml lists that none name)."""
+    stages, wanted = yaml.safe_load((root / "dvc.yaml").read_text())["stages"], recipe_params()
+    out = {}
+    for name, stage in stages.items():
+        listed = [k for k in stage.get("params", []) if isinstance(k, str) and is_recipe_key(k)]
+        want = wanted.get(name, [])
+        out[name] = ([k for k in want if k not in listed], [k for k in listed if k not in want])
+    return out
+
+
 _ITEM = re.compile(r"^(\s+)- (\S+)")
 
 
-def rewrite(text: str, wanted: dict[str, list[str]]) -> str:
-    """dvc.yaml's text with each stage's code deps replaced by ``wanted[stage]`` (in place of the first code dep,
+def rewrite(text: str, wanted: dict[str, list[str]], section_name: str = "deps",
+            owned: Callable[[str], bool] = is_code) -> str:
+    """dvc.yaml's text with the ``owned`` items of each stage's ``section_name`` list (its code deps; or, with
+    "params" and ``is_recipe_key``, its recipe keys) replaced by ``wanted[stage]`` (in place of the first owned item,
     or first in the list); every other line, comments included, as it was."""
     lines, out = text.splitlines(keepends=True), []
     stage = section = None
@@ -133,19 +170,29 @@ def rewrite(text: str, wanted: dict[str, list[str]]) -> str:
         elif m := re.match(r"^    (\w+):", line):
             section, placed = m.group(1), False
             out.append(line)
-            if section == "deps" and stage in wanted and not any(
-                    (n := _ITEM.match(x)) and is_code(n.group(2)) for x in _section(lines, i)):
+            if section == section_name and stage in wanted and not any(
+                    (n := _ITEM.match(x)) and owned(n.group(2)) for x in _section(lines, i)):
                 out += [f"      - {f}\n" for f in wanted[stage]]
                 placed = True
             continue
         item = _ITEM.match(line)
-        if section == "deps" and stage in wanted and item and is_code(item.group(2)):
+        if section == section_name and stage in wanted and item and owned(item.group(2)):
             if not placed:
                 out += [f"{item.group(1)}- {f}\n" for f in wanted[stage]]
                 placed = True
             continue
         out.append(line)
     return "".join(out)
+
+
+def write(root: Path = ROOT) -> None:
+    """dvc.yaml with every stage's code deps and recipe keys as the code and the specs say."""
+    dvc_yaml = root / "dvc.yaml"
+    text = rewrite(dvc_yaml.read_text(), needed(root))
+    stages = yaml.safe_load(text)["stages"]
+    wanted = recipe_params(comments=True)
+    params = {name: wanted.get(name, []) for name in stages}  # a stage no spec names loses its recipe keys
+    dvc_yaml.write_text(rewrite(text, params, "params", is_recipe_key))
 
 
 def _section(lines: list[str], start: int) -> list[str]:
@@ -185,15 +232,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{lv}: {' '.join(sorted(by_level[lv]))}")
         print(f"{len(mods)} modules on {len(by_level)} levels")
         return 0
-    dvc_yaml = args.root / "dvc.yaml"
     if args.write:
-        dvc_yaml.write_text(rewrite(dvc_yaml.read_text(), needed(args.root)))
+        write(args.root)
     bad = 0
     for name, (missing, extra) in compare(args.root).items():
         for f in missing:
             print(f"stage {name}: runs {f} but does not depend on it")
         for f in extra:
             print(f"stage {name}: depends on {f} but does not run it")
+        bad += len(missing) + len(extra)
+    for name, (missing, extra) in compare_params(args.root).items():
+        for k in missing:
+            print(f"stage {name}: reads {k} (its recipe's spec says) but does not track it")
+        for k in extra:
+            print(f"stage {name}: tracks {k}, which no recipe's spec says it reads")
         bad += len(missing) + len(extra)
     print(f"{bad} missing or extra stage dependencies")
     return 1 if bad else 0

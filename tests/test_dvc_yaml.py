@@ -140,6 +140,19 @@ def test_rewrite_replaces_code_deps_and_keeps_the_rest():
     assert changed.count("\n#") == text.count("\n#")  # comments stay
 
 
+def test_each_stage_tracks_the_recipe_keys_their_specs_say_it_reads():
+    """A recipe's own section reaches dvc.yaml from its spec's ``reads`` (scripts/stage_deps.py --write), so a new
+    recipe needs no edit here; tests/test_params_tracking.py checks the specs against what the stages read."""
+    assert not {name: pair for name, pair in stage_deps.compare_params(ROOT).items() if any(pair)}, (
+        "python scripts/stage_deps.py --write")
+    text = (ROOT / "dvc.yaml").read_text()
+    wanted = stage_deps.recipe_params(comments=True)
+    assert stage_deps.rewrite(text, {n: wanted.get(n, []) for n in STAGES}, "params", stage_deps.is_recipe_key) == text
+    gone = stage_deps.rewrite(text, {"distill": []}, "params", stage_deps.is_recipe_key)
+    kept = yaml.safe_load(gone)["stages"]["distill"]["params"]
+    assert kept == [k for k in STAGES["distill"]["params"] if not stage_deps.is_recipe_key(k)]
+
+
 def _git_files() -> set[str]:
     done = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
     if done.returncode != 0:

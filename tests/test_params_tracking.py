@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from pldistill.params.config import Params, parse_params, step_sections
-from pldistill.params.names import RECIPES
+from pldistill.params.recipes import RECIPES
 from pldistill.params.train import SharedStepParams
 from tests.conftest import CHAINS, ROOT, STAGES, make_pairs, run_chain
 from tests.test_rtt import tiny_marian_dir  # noqa: F401  (a fixture: the MarianMT of the marian variant)

@@ -4,14 +4,16 @@ Every section is a pydantic model with ``extra="forbid"``: an unknown or misspel
 with a message naming the key, and a bad value names the key and what is allowed.
 
 Configuration is plain data at the bottom of the import graph: it imports no registry. The names only a
-registry knows (recipes, named datasets, sampling strategies, round-trip translation backends) are checked like any
-other value, from pldistill.params.names (each registry holds exactly those; tests/test_recipes.py checks).
+registry knows (named datasets, sampling strategies, round-trip translation backends) are checked like any other
+value, from pldistill.params.names; a recipe's name, from its spec (pldistill.params.recipes.RECIPES). Each registry
+holds exactly those (tests/test_recipes.py checks).
 
 The sections live in pldistill.params.data (what every section shares; data, adapt), pldistill.params.sections
 (augment, sample, label, evaluate, export), pldistill.params.train (the training sections) and
 pldistill.params.recipes (each recipe's own section and its ``RecipeSpec``); import a section from its module. This
-module assembles them into ``Params``, checks a run against its recipe's spec (it names no recipe), and is the one
-way to load params: ``load_params`` (params.yaml) and ``parse_params`` (a mapping), each naming a bad key.
+module assembles them into ``Params`` (a recipe's section from its spec), checks a run against its recipe's spec (it
+names no recipe), and is the one way to load params: ``load_params`` (params.yaml) and ``parse_params`` (a mapping),
+each naming a bad key.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from pldistill.base.errors import ConfigError
 from pldistill.params.data import (
@@ -27,7 +29,7 @@ from pldistill.params.data import (
     AdaptParams,
     DataParams,
     Names,
-    _registered,
+    _one_of,
     _Section,
     describe,
     read_params,
@@ -35,21 +37,14 @@ from pldistill.params.data import (
 from pldistill.params.defaults import DEFAULTS
 from pldistill.params.defaults_data import DEFAULTS as DATA_DEFAULTS
 from pldistill.params.names import registered
-from pldistill.params.recipes import (
-    SPECS,
-    DSEParams,
-    EnsembleParams,
-    RecipeSpec,
-    RoundsParams,
-    TransParams,
-    named,
-)
+from pldistill.params.recipes import RECIPES, SPECS, RecipeSpec, named
 from pldistill.params.sections import AugmentParams, EvaluateParams, ExportParams, LabelParams, SampleParams
 from pldistill.params.train import EmbedParams, SharedStepParams, StaticParams, StepParams, StudentParams, TeacherParams
 
 
-class Params(_Section):
-    params_yaml: ClassVar[dict] = {**DATA_DEFAULTS, **DEFAULTS}  # params.yaml's order: seed first
+class _Common(_Section):
+    """The sections every recipe shares, before the recipes' own (params.yaml's order)."""
+
     seed: int = Field(ge=0)
     cycles: int = Field(ge=1)
     recipe: str
@@ -64,14 +59,20 @@ class Params(_Section):
     student: StudentParams
     embed: EmbedParams
     static: StaticParams
-    rounds: RoundsParams
-    trans: TransParams
-    dse: DSEParams
-    ensemble: EnsembleParams
+
+
+# Each recipe's own section, named and typed by its spec (rounds, trans, dse, ensemble: SPECS' order), so a recipe's
+# section is a field without an edit here
+_WithRecipes = create_model("_WithRecipes", __base__=_Common,
+                            **{s.section: (s.params, ...) for s in SPECS.values() if s.section is not None})
+
+
+class Params(_WithRecipes):  # type: ignore[misc,valid-type]  (a base built from SPECS)
+    params_yaml: ClassVar[dict] = {**DATA_DEFAULTS, **DEFAULTS}  # params.yaml's order: seed first
     export: ExportParams
     evaluate: EvaluateParams
 
-    _known_recipe = field_validator("recipe")(lambda v, info: _registered("recipe", v, info))
+    _known_recipe = field_validator("recipe")(lambda v: _one_of(v, RECIPES))
 
     @classmethod
     def _resolved(cls, raw: dict) -> dict:

@@ -4,13 +4,9 @@ step) does not make a data stage depend on sampling or translation code. Each re
 here, and tests/test_recipes.py checks that the two agree.
 
 Adding a sampling strategy, a dataset, a translation backend or a bundled model: register it in its module and
-name it here."""
+name it here. A recipe's name is its spec's (pldistill.params.recipes.RECIPES, beside its section)."""
 
 from __future__ import annotations
-
-# params.recipe's values, each the name of one recipe (pldistill.recipes.registry; its module: the name with - as _).
-# The first is the default.
-RECIPES = ("augsbert", "trans-encoder", "dse", "rtt-ensemble")
 
 # sample.strategy (pldistill.pairs.sampling.REGISTRY); several may be joined by + (bm25+semantic is one of its own)
 STRATEGIES = ("none", "random", "kde", "bm25", "semantic", "given", "bm25+semantic")
@@ -45,4 +41,12 @@ def format_suffix(path: str) -> str:
 
 def registered() -> dict[str, tuple[str, ...]]:
     """Each registry's names, keyed as the params validators ask for them (pldistill.params.data._registered)."""
-    return {"recipe": RECIPES, "dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}
+    return {"dataset": DATASETS, "strategy": STRATEGIES, "rtt_backend": RTT_BACKENDS}
+
+
+def __getattr__(name: str) -> object:
+    # RECIPES moved beside the recipes' specs (issue 78): an old import names where it is now
+    if name == "RECIPES":
+        raise AttributeError("pldistill.params.names.RECIPES moved to pldistill.params.recipes.RECIPES (derived from "
+                             "SPECS; docs/changelog.md)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

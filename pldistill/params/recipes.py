@@ -1,14 +1,19 @@
-"""Every recipe's params: its own section and its ``RecipeSpec`` (what it allows of the other sections, its rules,
-and the kinds the scoring stages follow: pldistill.teach.scoring, pldistill.teach.labelling.label), all plain data, so
-pldistill.params.config checks a run against its recipe without importing any recipe's code. ``SPECS``: each
-recipe's spec by name. Adding a recipe: its section and spec here, ``recipes/<name>.py``, its entry in
-pldistill/recipes/registry.py, its name in pldistill.params.names.RECIPES, its field in
-pldistill.params.config.Params and its section in params.yaml (docs/layout.md, "Where to add")."""
+"""Every recipe's params: its own section and its ``RecipeSpec`` (its section's name and model, the keys of it each
+stage reads, what it allows of the other sections, its rules, and the kinds the scoring stages follow:
+pldistill.teach.scoring, pldistill.teach.labelling.label), all plain data, so pldistill.params.config checks a run
+against its recipe without importing any recipe's code. ``SPECS``: each recipe's spec by name, in the order
+params.yaml writes their sections; ``RECIPES``: their names, the first the default.
+
+Adding a recipe takes four places (docs/layout.md, "Where to add"; tests/test_recipes.py adds a toy one): its
+section and spec here, listed in ``SPECS``; ``recipes/<name>.py``; its entry in pldistill/recipes/registry.py; its
+section in params.yaml. What follows from them is derived: ``RECIPES``, the field of pldistill.params.config.Params
+(from the spec's ``section`` and ``params``), the defaults (``python scripts/params_doc.py``) and dvc.yaml's params
+keys of the section (from the spec's ``reads``, ``python scripts/stage_deps.py --write``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -26,6 +31,12 @@ def _no_rules(params: Any) -> None:
 @dataclass(frozen=True)
 class RecipeSpec:
     name: str
+    # its own section of params.yaml (a Params field of this name and type, pldistill.params.config); None: it has none
+    section: str | None = None
+    params: type[_Section] | None = None
+    # stage -> the keys of its section the stage reads (() : the whole section), which dvc.yaml tracks
+    # (scripts/stage_deps.py --write; tests/test_params_tracking.py checks them against what the stages read)
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     cycles: str | None = None  # what one of its cycles does, where cycles > 1 runs; None: it labels once, trains once
     not_distributed: str | None = None  # None: runs on several processes (`processes`); else why it does not yet
     static_student: bool = False  # trains a student.kind static
@@ -63,8 +74,9 @@ def _augsbert_rules(p: Any) -> None:
         )
 
 
-AUGSBERT_SPEC = RecipeSpec("augsbert", cycles="where the student mines new pairs each cycle", static_student=True,
-                           adapts=True, student_loss=True, embed_start=True, rules=_augsbert_rules)
+AUGSBERT_SPEC = RecipeSpec("augsbert", "rounds", RoundsParams, {"distill": ()},
+                           cycles="where the student mines new pairs each cycle", static_student=True, adapts=True,
+                           student_loss=True, embed_start=True, rules=_augsbert_rules)
 
 
 # -- trans-encoder (section trans) ------------------------------------------------------------------------------
@@ -110,10 +122,11 @@ def _trans_rules(p: Any) -> None:
         )
 
 
-TRANS_SPEC = RecipeSpec("trans-encoder", cycles="where the bi- and cross-encoder label pairs for each other each cycle",
-                  not_distributed="its cycles label and train inside stage distill, writing a store of finished "
-                                  "steps as they go, which is not rank-aware",
-                  teacher_members=False, teacher="cross", labels="distill", rules=_trans_rules)
+TRANS_SPEC = RecipeSpec("trans-encoder", "trans", TransParams, {"distill": ()},
+                        cycles="where the bi- and cross-encoder label pairs for each other each cycle",
+                        not_distributed="its cycles label and train inside stage distill, writing a store of finished "
+                                        "steps as they go, which is not rank-aware",
+                        teacher_members=False, teacher="cross", labels="distill", rules=_trans_rules)
 
 
 # -- dse (section dse) ------------------------------------------------------------------------------------------
@@ -132,7 +145,7 @@ class DSEParams(StepParams):
     _known_pooling = field_validator("pooling")(lambda v: _one_of(v, DSE_POOLINGS))
 
 
-DSE_SPEC = RecipeSpec("dse", student="dse", labels="pairs+gold", embed_start=True)
+DSE_SPEC = RecipeSpec("dse", "dse", DSEParams, {"distill": ()}, student="dse", labels="pairs+gold", embed_start=True)
 
 
 # -- rtt-ensemble (section ensemble) ---------------------------------------------------------------------------
@@ -184,12 +197,16 @@ def _ensemble_rules(p: Any) -> None:
         )
 
 
-ENSEMBLE_SPEC = RecipeSpec("rtt-ensemble",
+ENSEMBLE_SPEC = RecipeSpec("rtt-ensemble", "ensemble", EnsembleParams,
+                           # sub: the sub-models' training, handed whole to the trainer; weights: how they are averaged
+                           {"teacher": ("positives", "k", "sub"), "label": ("weights", "weight_temperature"),
+                            "distill": ("distill",), "evaluate": ("weights", "weight_temperature")},
                            not_distributed="InfoNCE's in-batch negatives would see only a rank's slice of each batch",
                            teacher_members=False, teacher="ensemble", labels="embeddings", rules=_ensemble_rules)
 
 
-SPECS: dict[str, RecipeSpec] = {s.name: s for s in (AUGSBERT_SPEC, DSE_SPEC, TRANS_SPEC, ENSEMBLE_SPEC)}
+SPECS: dict[str, RecipeSpec] = {s.name: s for s in (AUGSBERT_SPEC, TRANS_SPEC, DSE_SPEC, ENSEMBLE_SPEC)}
+RECIPES = tuple(SPECS)  # params.recipe's values; the first is the default
 
 
 def named(test: Callable[[RecipeSpec], object]) -> str:

@@ -1,12 +1,12 @@
-"""The recipe registry: ``get(params.recipe)``, what the stages teacher, label, distill and evaluate call.
+"""The recipe registry: ``get(params.recipe)``, what the stages teacher and distill call.
 
-It imports every recipe module (so a stage that calls it depends on each); pldistill.params.names holds their
-names alone, for validation (tests/test_recipes.py checks the two agree).
+It imports every recipe module (so a stage that calls it depends on each); pldistill.params.recipes holds their
+names and specs alone, for validation (tests/test_recipes.py checks the two agree).
 """
 
 from __future__ import annotations
 
-from pldistill.params.names import RECIPES
+from pldistill.params.recipes import RECIPES
 from pldistill.recipes import augsbert, dse, rtt_ensemble, trans_encoder
 from pldistill.recipes.base import Recipe
 
