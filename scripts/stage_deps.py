@@ -235,18 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write(args.root)
     bad = 0
-    for name, (missing, extra) in compare(args.root).items():
-        for f in missing:
-            print(f"stage {name}: runs {f} but does not depend on it")
-        for f in extra:
-            print(f"stage {name}: depends on {f} but does not run it")
-        bad += len(missing) + len(extra)
-    for name, (missing, extra) in compare_params(args.root).items():
-        for k in missing:
-            print(f"stage {name}: reads {k} (its recipe's spec says) but does not track it")
-        for k in extra:
-            print(f"stage {name}: tracks {k}, which no recipe's spec says it reads")
-        bad += len(missing) + len(extra)
+    checks = ((compare(args.root), "runs {} but does not depend on it", "depends on {} but does not run it"),
+              (compare_params(args.root), "reads {} (its recipe's spec says) but does not track it",
+               "tracks {}, which no recipe's spec says it reads"))
+    for found, lacks, lists in checks:
+        for name, (missing, extra) in found.items():
+            for what, say in ((missing, lacks), (extra, lists)):
+                for item in what:
+                    print(f"stage {name}: {say.format(item)}")
+                bad += len(what)
     print(f"{bad} missing or extra stage dependencies")
     return 1 if bad else 0
 
