@@ -85,3 +85,14 @@ def test_a_row_made_with_stage_export_shows_what_was_served_per_seed():
     eval_json["export"] = {"chosen": "openvino-int8", "openvino-int8": {"test": {"spearman": 82.56}, "speed": 14.0}}
     line = table(experiments([{"rev": "abc", "name": "main", "data": {}, "experiments": [{"revs": [exp]}]}]))
     assert line.splitlines()[2].endswith("| 82.03 | openvino-int8 82.56 at 14.0x |")
+
+
+def test_seed_pairs_means_the_differences_with_a_t_interval():
+    from seed_pairs import figures, paired
+
+    mean, low, high = paired([1.0, 2.0, 3.0])  # sd 1, se 1/sqrt(3), t(0.975, 2 df) = 4.3027
+    assert mean == 2.0 and round(low, 3) == -0.484 and round(high, 3) == 4.484
+    assert paired([0.5])[0] == 0.5 and all(x != x for x in paired([0.5])[1:])  # one seed: no interval (nan)
+    assert figures("82.76") == (82.76, None)  # a figure measured elsewhere
+    with pytest.raises(SystemExit, match="expected an experiment name"):
+        figures("no-such-experiment-s42")
