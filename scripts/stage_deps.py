@@ -145,7 +145,7 @@ def recipe_params(comments: bool = False) -> dict[str, list[str]]:
 def compare_params(root: Path = ROOT) -> dict[str, tuple[list[str], list[str]]]:
     """Stage -> (recipe keys its spec's reads name that dvc.yaml lacks, recipe keys dvc.yaml lists that none name)."""
     stages, wanted = yaml.safe_load((root / "dvc.yaml").read_text())["stages"], recipe_params()
-    out = {}
+    out = {f"{name} (no such stage in dvc.yaml)": (keys, []) for name, keys in wanted.items() if name not in stages}
     for name, stage in stages.items():
         listed = [k for k in stage.get("params", []) if isinstance(k, str) and is_recipe_key(k)]
         want = wanted.get(name, [])

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 
 from pldistill.params.config import Params, parse_params
+from pldistill.params.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB_ARCHIVE = ROOT.parent / "shared" / "data" / "Stsbenchmark.tar.gz"
@@ -418,10 +419,17 @@ def _adaptation(small: Params, tables: Path) -> Params:
     return adaptation_params(small, tables / "target.csv")
 
 
-# The chains tests share, by name: each recipe on the demo data, a classification table, domain adaptation.
+def _recipe(name: str) -> Callable[[Params, Path], Params]:
+    """A recipe's chain on the small params as they are (a recipe with no chain of its own here)."""
+    return lambda small, tables: small.model_copy(update={"recipe": name})
+
+
+# The chains tests share, by name: each recipe on the demo data (every recipe has one: a new recipe runs on the small
+# params until it gets settings of its own here), a classification table, domain adaptation.
 CHAINS: dict[str, Callable[[Params, Path], Params]] = {
-    "augsbert": lambda small, tables: small, "trans-encoder": _trans_encoder, "dse": _dse,
-    "rtt-ensemble": _rtt_ensemble, "classification": _classification, "adaptation": _adaptation}
+    **{name: _recipe(name) for name in RECIPES}, "augsbert": lambda small, tables: small,
+    "trans-encoder": _trans_encoder, "dse": _dse, "rtt-ensemble": _rtt_ensemble, "classification": _classification,
+    "adaptation": _adaptation}
 
 
 @dataclass(frozen=True)

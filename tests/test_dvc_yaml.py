@@ -140,7 +140,7 @@ def test_rewrite_replaces_code_deps_and_keeps_the_rest():
     assert changed.count("\n#") == text.count("\n#")  # comments stay
 
 
-def test_each_stage_tracks_the_recipe_keys_their_specs_say_it_reads():
+def test_each_stage_tracks_the_recipe_keys_their_specs_say_it_reads(monkeypatch):
     """A recipe's own section reaches dvc.yaml from its spec's ``reads`` (scripts/stage_deps.py --write), so a new
     recipe needs no edit here; tests/test_params_tracking.py checks the specs against what the stages read."""
     assert not {name: pair for name, pair in stage_deps.compare_params(ROOT).items() if any(pair)}, (
@@ -151,6 +151,9 @@ def test_each_stage_tracks_the_recipe_keys_their_specs_say_it_reads():
     gone = stage_deps.rewrite(text, {"distill": []}, "params", stage_deps.is_recipe_key)
     kept = yaml.safe_load(gone)["stages"]["distill"]["params"]
     assert kept == [k for k in STAGES["distill"]["params"] if not stage_deps.is_recipe_key(k)]
+    typo = {"distil": ["rounds"]}  # a spec's reads naming a stage dvc.yaml lacks
+    monkeypatch.setattr(stage_deps, "recipe_params", lambda comments=False: typo)
+    assert stage_deps.compare_params(ROOT)["distil (no such stage in dvc.yaml)"] == (["rounds"], [])
 
 
 def _git_files() -> set[str]:

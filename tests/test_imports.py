@@ -112,3 +112,9 @@ def test_an_old_module_path_names_its_new_one():
     for old, pkg in pldistill.MOVED.items():  # each names a module that is there
         where = ROOT / "pldistill" / pkg / old
         assert where.with_suffix(".py").is_file() or where.is_dir(), where
+    with pytest.raises(ImportError, match=r"RECIPES moved to pldistill.params.recipes.RECIPES"):
+        from pldistill.params.names import RECIPES  # noqa: F401  (a name that moved out of a module)
+    with pytest.raises(AttributeError):
+        from pldistill.params import names
+
+        names.NOTHING  # noqa: B018

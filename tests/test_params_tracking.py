@@ -168,7 +168,9 @@ def test_stage_tracks_every_key_it_reads(reads, stage):
             section = inherited(key)
             if section and not any(section == d or section.startswith(f"{d}.") for d in declared):
                 missing.setdefault(f"{section} (whole: {key} is inherited from train)", []).append(run)
-    assert not missing, (f"stage {stage} reads params keys dvc.yaml does not track; add them to stages.{stage}.params: "
+    assert not missing, (f"stage {stage} reads params keys dvc.yaml does not track; add them to stages.{stage}.params "
+                         "(a key of a recipe's own section: to its spec's reads in pldistill/params/recipes.py, then "
+                         "python scripts/stage_deps.py --write): "
                          + "; ".join(f"{k} (in {', '.join(runs)})" for k, runs in missing.items()))
 
 
@@ -179,7 +181,8 @@ def test_stage_tracks_no_key_it_never_reads(reads, stage):
     documented = NOT_RUN.get(stage, {})
     assert not unread - set(documented), (
         f"stage {stage} tracks params keys no run read: {sorted(unread - set(documented))}; drop them from "
-        f"stages.{stage}.params (or a section's key from its list), or, if a branch no run here takes reads "
+        f"stages.{stage}.params (or a section's key from its list; a recipe's key from its spec's reads, then "
+        f"python scripts/stage_deps.py --write), or, if a branch no run here takes reads "
         f"one, add a run that takes it (variants) or name the branch in NOT_RUN")
     stale = set(documented) - unread
     assert not stale, f"stage {stage}: NOT_RUN names keys that a run read or that it does not track: {sorted(stale)}"

@@ -83,6 +83,27 @@ def test_each_recipe_owns_its_params_and_rules_and_config_names_none():
         parse_params({"recipe": "rtt-ensemble", "ensemble": {"positives": "rtt"},
                       "augment": {"rtt": {"backend": "none"}}})
 
+def test_a_spec_params_cannot_hold_is_named_at_import(monkeypatch):
+    """A recipe's section is a Params field by its spec's name: a name another section has, a spec with no model for
+    its section, or reads naming a key the section lacks, is refused naming the recipe (pldistill.params.config)."""
+    import dataclasses
+
+    from pldistill.params import config
+    from pldistill.params.recipes import SPECS
+
+    dse = SPECS["dse"]
+    for change, says in ((dict(section="student"), "section 'student' is another section"),
+                         (dict(section="rounds"), "section 'rounds' is another section"),
+                         (dict(params=None), "names section 'dse' but no params model"),
+                         (dict(reads={"distill": ("alhpa",)}), r"reads name \['alhpa'\], which section dse lacks"),
+                         (dict(section=None, params=None), "reads keys .* but names no section")):
+        monkeypatch.setitem(SPECS, "dse", dataclasses.replace(dse, **change))
+        with pytest.raises(TypeError, match=f"recipe dse: .*{says}"):
+            config._check_specs()
+    monkeypatch.undo()
+    config._check_specs()  # today's specs
+
+
 def test_checking_params_imports_no_registry_and_no_model_code():
     """A data stage's command checks params and reports errors without the training code (issue 35)."""
     import subprocess
@@ -140,11 +161,12 @@ import pldistill
 from pldistill.base.errors import ConfigError
 from pldistill.params.config import parse_params
 from pldistill.recipes import registry
-from tests.conftest import run_chain
+from tests.conftest import CHAINS, run_chain
 
 assert Path(pldistill.__file__).is_relative_to(Path.cwd()), pldistill.__file__  # the copy's code, toy and all
 raw, chain = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
-params = parse_params({**raw, "recipe": "toy"})
+# no early stop: the steps tell whose epochs the student trained
+params = parse_params({**raw, "recipe": "toy", "student": {**raw["student"], "patience": None}})
 errors = []
 for bad in ({**raw, "recipe": "tyo"}, {**raw, "toy": {"epoch": 2}}):
     try:
@@ -153,6 +175,7 @@ for bad in ({**raw, "recipe": "tyo"}, {**raw, "toy": {"epoch": 2}}):
         errors.append(str(err))
 result = run_chain(params, chain, ("distill", "evaluate"))
 print(json.dumps({"epochs": params.toy.epochs, "recipe": registry.get("toy").name, "errors": errors,
+                  "chain": "toy" in CHAINS,
                   "distill": json.loads((chain / "metrics/distill.json").read_text()), "eval": result}))
 '''
 
@@ -214,10 +237,11 @@ def test_a_toy_recipe_in_four_places(chains, tmp_path):
                           env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["recipe"] == "toy" and out["epochs"] == 2
+    assert out["recipe"] == "toy" and out["epochs"] == 2 and out["chain"]  # the tests run it in a chain of its own
     assert "expected one of augsbert, trans-encoder, dse, rtt-ensemble, toy; found 'tyo'" in out["errors"][0]
     assert "toy.epoch: unknown key (did you mean toy.epochs?)" in out["errors"][1]
     before = json.loads((augsbert.root / "metrics/distill.json").read_text())
     assert augsbert.params.student.epochs == 1 and out["distill"]["recipe"] == "toy"
+    assert "stopped_early" not in before and "stopped_early" not in out["distill"]
     assert out["distill"]["steps"] == 2 * before["steps"]  # the toy's own code ran: toy.epochs, not student.epochs
     assert out["eval"]["bi"]["test"]["spearman"] is not None  # stage evaluate scored its student, as augsbert's

@@ -61,8 +61,8 @@ class _Common(_Section):
     static: StaticParams
 
 
-# Each recipe's own section, named and typed by its spec (rounds, trans, dse, ensemble: SPECS' order), so a recipe's
-# section is a field without an edit here
+# Each recipe's own section, named and typed by its spec (in SPECS' order), so a recipe's section is a field without
+# an edit here
 _WithRecipes = create_model("_WithRecipes", __base__=_Common,
                             **{s.section: (s.params, ...) for s in SPECS.values() if s.section is not None})
 
@@ -104,9 +104,7 @@ class Params(_WithRecipes):  # type: ignore[misc,valid-type]  (a base built from
 
     @model_validator(mode="after")
     def _recipe_rules(self) -> Params:
-        spec = SPECS.get(self.recipe)  # None: an unknown name, refused by the recipe's validator given the names
-        if spec is not None:
-            self._against(spec)
+        self._against(SPECS[self.recipe])  # (an unknown name was refused by the field's validator, before this runs)
         s = self.sample
         if "given" in s.strategy.split("+") and self.data.unscored is None:
             raise ValueError(
@@ -161,6 +159,29 @@ class Params(_WithRecipes):  # type: ignore[misc,valid-type]  (a base built from
         spec.rules(self)
 
 
+def _check_specs() -> None:
+    """A recipe's spec as Params can hold it (a programming error, named at import): its section a name no other
+    section has, and the keys its ``reads`` name keys of that section."""
+    taken = set(_Common.model_fields) | {k for k in Params.__annotations__ if k in Params.model_fields}
+    for spec in SPECS.values():
+        if spec.section is None:
+            if spec.reads:
+                raise TypeError(f"recipe {spec.name}: its spec reads keys {dict(spec.reads)} but names no section")
+            continue
+        if spec.section in taken or spec.params is None:
+            raise TypeError(f"recipe {spec.name}: its section {spec.section!r} is another section of params already"
+                            if spec.params else f"recipe {spec.name}: its spec names section {spec.section!r} but no "
+                            "params model for it")
+        taken.add(spec.section)
+        bad = [k for keys in spec.reads.values() for k in keys if k not in spec.params.model_fields]
+        if bad:
+            raise TypeError(f"recipe {spec.name}: its spec's reads name {bad}, which section {spec.section} lacks; "
+                            f"its keys: {', '.join(spec.params.model_fields)}")
+
+
+_check_specs()
+
+
 def step_sections(model: type[BaseModel], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Where the training sections sit: every field of ``model``, section by section, whose type is a StepParams."""
     out = []
@@ -194,7 +215,7 @@ def _inherit(raw: dict, train: object, sections: list[tuple[str, ...]]) -> dict:
 def parse_params(raw: dict, path: Path | str = "params.yaml", names: Names | None = None) -> Params:
     """Validate a params mapping; raise ConfigError naming every bad key. ``names``: the registries' names
     (default: every registry's, pldistill.params.names.registered()); a key whose registry is not among them is
-    checked for its type only."""
+    checked for its type only (``recipe`` is always checked, against pldistill.params.recipes.RECIPES)."""
     try:
         return Params.model_validate(raw, context=registered() if names is None else names)
     except ValidationError as err:

@@ -45,8 +45,9 @@ def registered() -> dict[str, tuple[str, ...]]:
 
 
 def __getattr__(name: str) -> object:
-    # RECIPES moved beside the recipes' specs (issue 78): an old import names where it is now
+    # RECIPES moved beside the recipes' specs (issue 78): an old import names where it is now. An ImportError, since
+    # `from ... import RECIPES` turns an AttributeError into a plain "cannot import name"
     if name == "RECIPES":
-        raise AttributeError("pldistill.params.names.RECIPES moved to pldistill.params.recipes.RECIPES (derived from "
-                             "SPECS; docs/changelog.md)")
+        raise ImportError("pldistill.params.names.RECIPES moved to pldistill.params.recipes.RECIPES (derived from "
+                          "SPECS; docs/changelog.md)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,7 +36,7 @@ class RecipeSpec:
     params: type[_Section] | None = None
     # stage -> the keys of its section the stage reads (() : the whole section), which dvc.yaml tracks
     # (scripts/stage_deps.py --write; tests/test_params_tracking.py checks them against what the stages read)
-    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)  # (a spec stays hashable)
     cycles: str | None = None  # what one of its cycles does, where cycles > 1 runs; None: it labels once, trains once
     not_distributed: str | None = None  # None: runs on several processes (`processes`); else why it does not yet
     static_student: bool = False  # trains a student.kind static
