@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The import graph of pldistill/ and stages/, read from the code (stdlib + yaml; the recipes' specs from
 pldistill.params), and what it says dvc.yaml must list: each stage depends on every module it runs (every import,
-lazy ones inside functions too, the packages' ``__init__`` files, config included) and on no other module. And the keys of each recipe's own section
-each stage tracks: its spec's ``reads`` (pldistill/params/recipes.py), so a new recipe's keys reach dvc.yaml from
-its spec alone.
+lazy ones inside functions too, the packages' ``__init__`` files, config included) and on no other module. And
+the keys of each recipe's own section each stage tracks: its spec's ``reads`` (pldistill/params/recipes.py), so a
+new recipe's keys reach dvc.yaml from its spec alone.
 
     python scripts/stage_deps.py            # per stage: the modules and recipe keys dvc.yaml lacks or lists for
                                             # nothing; exit 1 if any
